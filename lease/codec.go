@@ -1,0 +1,240 @@
+package lease
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// batchVersion is the first byte of an encoded Batch.
+const batchVersion = 1
+
+// ErrCorrupt is returned by DecodeBatch for bytes that are not a Batch.
+var ErrCorrupt = errors.New("lease: corrupt batch")
+
+// Field flags of an encoded Op: a field is present only when its bit is set,
+// so the common ops stay a few bytes long.
+const (
+	fName = 1 << iota
+	fHolder
+	fTTL
+	fToken
+	fWait
+	fWaitTimeout
+	fRefs
+	fPrefix
+	fKey
+	fValue
+)
+
+// AppendBatch appends the binary encoding of b to buf.
+func AppendBatch(buf []byte, b Batch) []byte {
+	buf = append(buf, batchVersion)
+	buf = binary.AppendVarint(buf, int64(b.Now))
+	buf = binary.AppendUvarint(buf, uint64(len(b.Ops)))
+	for _, op := range b.Ops {
+		buf = appendOp(buf, op)
+	}
+	return buf
+}
+
+// EncodeBatch returns the binary encoding of b.
+func EncodeBatch(b Batch) []byte { return AppendBatch(nil, b) }
+
+func appendString(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
+}
+
+func appendOp(buf []byte, op Op) []byte {
+	var flags uint64
+	set := func(ok bool, f uint64) {
+		if ok {
+			flags |= f
+		}
+	}
+	set(op.Name != "", fName)
+	set(op.Holder != "", fHolder)
+	set(op.TTL != 0, fTTL)
+	set(op.Token != 0, fToken)
+	set(op.Wait, fWait)
+	set(op.WaitTimeout != 0, fWaitTimeout)
+	set(len(op.Refs) > 0, fRefs)
+	set(op.Prefix != "", fPrefix)
+	set(op.Key != "", fKey)
+	set(op.Value != nil, fValue)
+	buf = append(buf, byte(op.Type))
+	buf = binary.AppendUvarint(buf, flags)
+	if flags&fName != 0 {
+		buf = appendString(buf, op.Name)
+	}
+	if flags&fHolder != 0 {
+		buf = appendString(buf, op.Holder)
+	}
+	if flags&fTTL != 0 {
+		buf = binary.AppendVarint(buf, int64(op.TTL))
+	}
+	if flags&fToken != 0 {
+		buf = binary.AppendUvarint(buf, op.Token)
+	}
+	if flags&fWaitTimeout != 0 {
+		buf = binary.AppendVarint(buf, int64(op.WaitTimeout))
+	}
+	if flags&fRefs != 0 {
+		buf = binary.AppendUvarint(buf, uint64(len(op.Refs)))
+		for _, r := range op.Refs {
+			buf = appendString(buf, r.Name)
+			buf = binary.AppendUvarint(buf, r.Token)
+		}
+	}
+	if flags&fPrefix != 0 {
+		buf = appendString(buf, op.Prefix)
+	}
+	if flags&fKey != 0 {
+		buf = appendString(buf, op.Key)
+	}
+	if flags&fValue != 0 {
+		buf = appendString(buf, string(op.Value))
+	}
+	return buf
+}
+
+type decoder struct {
+	buf []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: bad %s", ErrCorrupt, what)
+	}
+}
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.fail(what)
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) varint(what string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.buf)
+	if n <= 0 {
+		d.fail(what)
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) bytes(what string) []byte {
+	n := d.uvarint(what)
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.buf)) {
+		d.fail(what)
+		return nil
+	}
+	b := d.buf[:n:n]
+	d.buf = d.buf[n:]
+	return b
+}
+
+func (d *decoder) string(what string) string { return string(d.bytes(what)) }
+
+// count reads a length and rejects one that cannot fit in the rest of the
+// input (each element takes at least min bytes), so corrupt input cannot
+// make the decoder allocate without bound.
+func (d *decoder) count(what string, min int) int {
+	n := d.uvarint(what)
+	if d.err == nil && n > uint64(len(d.buf)/min) {
+		d.fail(what)
+		return 0
+	}
+	return int(n)
+}
+
+// DecodeBatch decodes a Batch encoded by AppendBatch. It never panics; bad
+// input gives an error wrapping ErrCorrupt.
+func DecodeBatch(data []byte) (Batch, error) {
+	if len(data) == 0 || data[0] != batchVersion {
+		return Batch{}, fmt.Errorf("%w: unknown version", ErrCorrupt)
+	}
+	d := &decoder{buf: data[1:]}
+	b := Batch{Now: time.Duration(d.varint("time"))}
+	n := d.count("op count", 2)
+	if n > 0 {
+		b.Ops = make([]Op, 0, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		b.Ops = append(b.Ops, d.op())
+	}
+	if d.err == nil && len(d.buf) != 0 {
+		d.fail("trailing bytes")
+	}
+	if d.err != nil {
+		return Batch{}, d.err
+	}
+	return b, nil
+}
+
+func (d *decoder) op() Op {
+	if len(d.buf) == 0 {
+		d.fail("op")
+		return Op{}
+	}
+	op := Op{Type: OpType(d.buf[0])}
+	d.buf = d.buf[1:]
+	if _, ok := opNames[op.Type]; !ok {
+		d.fail("op type")
+		return Op{}
+	}
+	flags := d.uvarint("flags")
+	if flags >= fValue<<1 {
+		d.fail("flags")
+	}
+	if flags&fName != 0 {
+		op.Name = d.string("name")
+	}
+	if flags&fHolder != 0 {
+		op.Holder = d.string("holder")
+	}
+	if flags&fTTL != 0 {
+		op.TTL = time.Duration(d.varint("ttl"))
+	}
+	if flags&fToken != 0 {
+		op.Token = d.uvarint("token")
+	}
+	op.Wait = flags&fWait != 0
+	if flags&fWaitTimeout != 0 {
+		op.WaitTimeout = time.Duration(d.varint("wait timeout"))
+	}
+	if flags&fRefs != 0 {
+		n := d.count("refs", 2)
+		op.Refs = make([]Ref, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			op.Refs = append(op.Refs, Ref{Name: d.string("ref name"), Token: d.uvarint("ref token")})
+		}
+	}
+	if flags&fPrefix != 0 {
+		op.Prefix = d.string("prefix")
+	}
+	if flags&fKey != 0 {
+		op.Key = d.string("key")
+	}
+	if flags&fValue != 0 {
+		op.Value = append([]byte{}, d.bytes("value")...)
+	}
+	return op
+}

@@ -1,0 +1,77 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Reasons carried on the wire with failed_precondition and not_found errors.
+const (
+	ReasonLeaseHeld  = "LEASE_HELD"
+	ReasonStaleToken = "STALE_TOKEN"
+	ReasonNotFound   = "NOT_FOUND"
+)
+
+var (
+	// ErrHeld is returned by Acquire when another holder has a live grant of
+	// the name. The error is a *HeldError with the details.
+	ErrHeld = errors.New("lease: held by another holder")
+	// ErrStaleToken is returned by Renew, Release, Put and Delete when the
+	// token is not the current, unexpired grant of the lease, or (for Put and
+	// Delete) is lower than the last token accepted for the key.
+	ErrStaleToken = errors.New("lease: stale token")
+	// ErrNotFound is returned by Get when the name has no live lease and by
+	// KV Get when the key holds no value.
+	ErrNotFound = errors.New("lease: not found")
+	// ErrInvalid is returned for malformed requests: empty or oversized
+	// names, TTLs out of bounds, values over the limit. Errors wrapping it
+	// describe the field.
+	ErrInvalid = errors.New("lease: invalid argument")
+)
+
+// HeldError reports that a lease is held by another holder.
+type HeldError struct {
+	Name      string
+	Holder    string
+	Token     uint64
+	Remaining time.Duration
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("lease: %q held by %q (token %d, %s remaining)", e.Name, e.Holder, e.Token, e.Remaining)
+}
+
+// Unwrap makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Unwrap() error { return ErrHeld }
+
+// StaleError reports a rejected token with the reason in words.
+type StaleError struct {
+	Name   string
+	Token  uint64
+	Detail string
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("lease: stale token %d for %q: %s", e.Token, e.Name, e.Detail)
+}
+
+// Unwrap makes errors.Is(err, ErrStaleToken) true.
+func (e *StaleError) Unwrap() error { return ErrStaleToken }
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// Reason returns the wire reason for err, or "" if it has none.
+func Reason(err error) string {
+	switch {
+	case errors.Is(err, ErrHeld):
+		return ReasonLeaseHeld
+	case errors.Is(err, ErrStaleToken):
+		return ReasonStaleToken
+	case errors.Is(err, ErrNotFound):
+		return ReasonNotFound
+	}
+	return ""
+}

@@ -1,0 +1,240 @@
+package lease
+
+import (
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// OpType names one kind of operation in a Batch.
+type OpType uint8
+
+// The operations. The numeric values are part of the log format: never
+// renumber them.
+const (
+	OpAcquire    OpType = 1 // Name, Holder, TTL, Wait, WaitTimeout
+	OpRenew      OpType = 2 // Refs
+	OpRelease    OpType = 3 // Name, Token
+	OpExpire     OpType = 4 // (uses the batch time)
+	OpGet        OpType = 5 // Name
+	OpList       OpType = 6 // Prefix
+	OpPut        OpType = 7 // Key, Value, Name (lease), Token
+	OpKVGet      OpType = 8 // Key
+	OpDelete     OpType = 9 // Key, Name (lease), Token
+	OpCancelWait OpType = 10 // Name, Holder
+)
+
+var opNames = map[OpType]string{
+	OpAcquire: "acquire", OpRenew: "renew", OpRelease: "release",
+	OpExpire: "expire", OpGet: "get", OpList: "list", OpPut: "put",
+	OpKVGet: "kv_get", OpDelete: "delete", OpCancelWait: "cancel_wait",
+}
+
+func (t OpType) String() string {
+	if s, ok := opNames[t]; ok {
+		return s
+	}
+	return "unknown"
+}
+
+// Ref names one grant: a lease name and its token.
+type Ref struct {
+	Name  string
+	Token uint64
+}
+
+// Op is one operation. Only the fields listed next to its type are used.
+type Op struct {
+	Type        OpType
+	Name        string
+	Holder      string
+	TTL         time.Duration
+	Token       uint64
+	Wait        bool
+	WaitTimeout time.Duration
+	Refs        []Ref
+	Prefix      string
+	Key         string
+	Value       []byte
+}
+
+// Batch is the unit of replication: operations stamped with one cluster
+// time, applied in order.
+type Batch struct {
+	// Now is the cluster time chosen by the leader. Apply never lets cluster
+	// time go backwards: it uses max(Now, time of the last applied batch).
+	Now time.Duration
+	Ops []Op
+}
+
+// Lease is one grant. Times are cluster times.
+type Lease struct {
+	Name      string
+	Holder    string
+	Token     uint64
+	TTL       time.Duration
+	GrantedAt time.Duration
+	ExpiresAt time.Duration
+}
+
+// Remaining returns how long the lease has left at cluster time now.
+func (l Lease) Remaining(now time.Duration) time.Duration {
+	if r := l.ExpiresAt - now; r > 0 {
+		return r
+	}
+	return 0
+}
+
+// Entry is one value of the fenced key-value store.
+type Entry struct {
+	Key      string
+	Value    []byte
+	Lease    string
+	Token    uint64
+	Revision uint64
+}
+
+// Limits bounds what requests may carry. They are checked by Validate before
+// a request is proposed, so a rejected request never reaches the log.
+type Limits struct {
+	// MaxNameLen is the longest lease name or key in bytes. Default 256.
+	MaxNameLen int
+	// MaxHolderLen is the longest holder in bytes. Default 128.
+	MaxHolderLen int
+	// MaxValueLen is the largest value in bytes. Default 1 MiB.
+	MaxValueLen int
+	// MinTTL is the shortest TTL. The node derives it from raft timing
+	// (at least twice the election timeout). Default 2s.
+	MinTTL time.Duration
+	// MaxTTL is the longest TTL. Default 24h.
+	MaxTTL time.Duration
+	// MaxWait is the longest wait_timeout; a wait with no timeout uses it.
+	// Default 5m.
+	MaxWait time.Duration
+	// MaxRenew is the most leases one Renew may carry. Default 10000.
+	MaxRenew int
+}
+
+// DefaultLimits returns the default limits.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxNameLen:   256,
+		MaxHolderLen: 128,
+		MaxValueLen:  1 << 20,
+		MinTTL:       2 * time.Second,
+		MaxTTL:       24 * time.Hour,
+		MaxWait:      5 * time.Minute,
+		MaxRenew:     10000,
+	}
+}
+
+func checkText(field, s string, max int) error {
+	if s == "" {
+		return invalidf("%s is empty", field)
+	}
+	if len(s) > max {
+		return invalidf("%s is %d bytes, more than the limit of %d", field, len(s), max)
+	}
+	if !utf8.ValidString(s) {
+		return invalidf("%s is not valid UTF-8", field)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return invalidf("%s contains the unprintable character %U", field, r)
+		}
+	}
+	return nil
+}
+
+func (l Limits) checkTTL(ttl time.Duration) error {
+	switch {
+	case ttl <= 0:
+		return invalidf("ttl must be positive, got %s", ttl)
+	case ttl < l.MinTTL:
+		return invalidf("ttl %s is below the minimum of %s", ttl, l.MinTTL)
+	case ttl > l.MaxTTL:
+		return invalidf("ttl %s is above the maximum of %s", ttl, l.MaxTTL)
+	}
+	return nil
+}
+
+func checkToken(t uint64) error {
+	if t == 0 {
+		return invalidf("token is missing (tokens start at 1)")
+	}
+	return nil
+}
+
+// Validate checks op against the limits. Ops of type OpExpire are internal
+// and always valid. A nil error means op may be proposed.
+func (l Limits) Validate(op Op) error {
+	switch op.Type {
+	case OpAcquire:
+		if err := checkText("name", op.Name, l.MaxNameLen); err != nil {
+			return err
+		}
+		if err := checkText("holder", op.Holder, l.MaxHolderLen); err != nil {
+			return err
+		}
+		if err := l.checkTTL(op.TTL); err != nil {
+			return err
+		}
+		if op.WaitTimeout < 0 {
+			return invalidf("wait_timeout must not be negative, got %s", op.WaitTimeout)
+		}
+		if op.WaitTimeout > l.MaxWait {
+			return invalidf("wait_timeout %s is above the maximum of %s", op.WaitTimeout, l.MaxWait)
+		}
+		if op.WaitTimeout > 0 && !op.Wait {
+			return invalidf("wait_timeout is set but wait is not")
+		}
+	case OpRenew:
+		if len(op.Refs) == 0 {
+			return invalidf("no leases to renew")
+		}
+		if len(op.Refs) > l.MaxRenew {
+			return invalidf("%d leases in one renewal, more than the limit of %d", len(op.Refs), l.MaxRenew)
+		}
+		for _, r := range op.Refs {
+			if err := checkText("name", r.Name, l.MaxNameLen); err != nil {
+				return err
+			}
+			if err := checkToken(r.Token); err != nil {
+				return err
+			}
+		}
+	case OpRelease:
+		if err := checkText("name", op.Name, l.MaxNameLen); err != nil {
+			return err
+		}
+		return checkToken(op.Token)
+	case OpGet:
+		return checkText("name", op.Name, l.MaxNameLen)
+	case OpList:
+		if len(op.Prefix) > l.MaxNameLen {
+			return invalidf("prefix is %d bytes, more than the limit of %d", len(op.Prefix), l.MaxNameLen)
+		}
+	case OpPut, OpDelete:
+		if err := checkText("key", op.Key, l.MaxNameLen); err != nil {
+			return err
+		}
+		if err := checkText("lease", op.Name, l.MaxNameLen); err != nil {
+			return err
+		}
+		if len(op.Value) > l.MaxValueLen {
+			return invalidf("value is %d bytes, more than the limit of %d", len(op.Value), l.MaxValueLen)
+		}
+		return checkToken(op.Token)
+	case OpKVGet:
+		return checkText("key", op.Key, l.MaxNameLen)
+	case OpCancelWait:
+		if err := checkText("name", op.Name, l.MaxNameLen); err != nil {
+			return err
+		}
+		return checkText("holder", op.Holder, l.MaxHolderLen)
+	case OpExpire:
+	default:
+		return invalidf("unknown operation %d", op.Type)
+	}
+	return nil
+}
