@@ -1,0 +1,269 @@
+// Command tenured runs a tenure server: one member of a lease cluster.
+//
+// With no flags it starts a single-node cluster with its data in
+// ./tenure-data, the client API on 127.0.0.1:7400 and raft on
+// 127.0.0.1:7401. See `tenured -h`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
+	"github.com/tenure-io/tenure/node"
+	"github.com/tenure-io/tenure/server"
+)
+
+type options struct {
+	dataDir       string
+	listen        string
+	advertise     string
+	raftListen    string
+	raftAdvertise string
+	nodeID        string
+	join          string
+	dev           bool
+	logLevel      string
+	logFormat     string
+	raftLogLevel  string
+	election      time.Duration
+	minTTL        time.Duration
+	clockRate     float64
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("tenured", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: tenured [flags]\n\nRuns a tenure server. With no flags: a single-node cluster, data in ./tenure-data,\nAPI on 127.0.0.1:7400, raft on 127.0.0.1:7401.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.dataDir, "data-dir", "tenure-data", "directory for the raft log, snapshots and node ID")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:7400", "client API address (Connect, gRPC, JSON; health and metrics)")
+	fs.StringVar(&o.advertise, "advertise", "", "API address other nodes use to reach this one (default: --listen)")
+	fs.StringVar(&o.raftListen, "raft-listen", "127.0.0.1:7401", "raft address")
+	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "raft address other nodes use to reach this one (default: --raft-listen)")
+	fs.StringVar(&o.nodeID, "node-id", "", "node ID, fixed when the data directory is created (default: the raft address)")
+	fs.StringVar(&o.join, "join", "", "API address of any member of an existing cluster to join")
+	fs.BoolVar(&o.dev, "dev", false, "keep everything in memory (nothing survives a restart)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.raftLogLevel, "raft-log-level", "warn", "log level of the raft library")
+	fs.DurationVar(&o.election, "election-timeout", time.Second, "raft heartbeat and election timeout; the minimum TTL is at least twice this")
+	fs.DurationVar(&o.minTTL, "min-ttl", 0, "minimum lease TTL (default and floor: twice the election timeout)")
+	fs.Float64Var(&o.clockRate, "test-clock-rate", 1, "TESTING ONLY: scale this node's monotonic clock to simulate clock-rate skew")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (tenured takes only flags)", fs.Arg(0))
+	}
+	for _, a := range []struct{ name, v string }{
+		{"--listen", o.listen}, {"--raft-listen", o.raftListen},
+		{"--advertise", o.advertise}, {"--raft-advertise", o.raftAdvertise}, {"--join", o.join},
+	} {
+		if a.v == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(strings.TrimPrefix(a.v, "http://")); err != nil {
+			return nil, fmt.Errorf("%s %q is not host:port", a.name, a.v)
+		}
+	}
+	if o.clockRate <= 0 {
+		return nil, fmt.Errorf("--test-clock-rate must be positive")
+	}
+	if o.election < 50*time.Millisecond {
+		return nil, fmt.Errorf("--election-timeout %s is too short (minimum 50ms)", o.election)
+	}
+	return o, nil
+}
+
+func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch o.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
+}
+
+func run(args []string, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tenured: %v\n", err)
+		return 2
+	}
+	log, err := newLogger(o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenured: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, o, log, stderr); err != nil {
+		log.Error("tenured failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) error {
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	apiAddr := o.advertise
+	if apiAddr == "" {
+		apiAddr = ln.Addr().String()
+	}
+	peers := newPeerClient()
+	cfg := node.DefaultConfig()
+	cfg.ID = o.nodeID
+	cfg.DataDir = o.dataDir
+	cfg.InMemory = o.dev
+	cfg.RaftAddr = o.raftListen
+	cfg.RaftAdvertise = o.raftAdvertise
+	cfg.APIAddr = apiAddr
+	cfg.Bootstrap = o.join == ""
+	cfg.HeartbeatTimeout = o.election
+	cfg.ElectionTimeout = o.election
+	cfg.LeaderLeaseTimeout = o.election / 2
+	if o.minTTL > 0 {
+		cfg.Limits.MinTTL = o.minTTL
+	}
+	cfg.ClockRate = o.clockRate
+	cfg.Logger = log
+	cfg.RaftLogOutput = stderr
+	cfg.RaftLogLevel = o.raftLogLevel
+	cfg.PeerApplied = peers.applied
+	reg := server.NewRegistry()
+	cfg.Registerer = reg
+	n, err := node.New(cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv, err := server.New(server.Config{Node: n, Logger: log, Registry: reg})
+	if err != nil {
+		ln.Close()
+		n.Close()
+		return err
+	}
+	httpSrv := server.NewHTTPServer(o.listen, srv.Handler())
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	log.Info("serving", "api", apiAddr, "raft", n.RaftAddr(), "node_id", n.ID(), "data_dir", dataDirLabel(o))
+
+	if o.join != "" {
+		go joinLoop(ctx, log, peers, o.join, n.ID(), n.RaftAddr(), o.raftAdvertise, apiAddr)
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-serveErr:
+		n.Close()
+		return fmt.Errorf("api server: %w", err)
+	}
+	if err := n.Close(); err != nil {
+		log.Warn("closing node", "err", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(sctx); err != nil {
+		httpSrv.Close()
+	}
+	srv.Close()
+	log.Info("stopped")
+	return nil
+}
+
+func dataDirLabel(o *options) string {
+	if o.dev {
+		return "(in memory)"
+	}
+	return o.dataDir
+}
+
+// joinLoop asks the member at addr to add this node, retrying until it is
+// accepted or ctx ends. Joining is idempotent, so a restarted node repeats
+// it harmlessly.
+func joinLoop(ctx context.Context, log *slog.Logger, peers *peerClient, addr, id, raftAddr, raftAdvertise, apiAddr string) {
+	if raftAdvertise != "" {
+		raftAddr = raftAdvertise
+	}
+	c := peers.cluster(addr)
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.Join(rctx, connect.NewRequest(&tenurev1.JoinRequest{NodeId: id, RaftAddress: raftAddr, ApiAddress: apiAddr}))
+		cancel()
+		if err == nil {
+			log.Info("joined the cluster", "via", addr)
+			return
+		}
+		if connect.CodeOf(err) == connect.CodeInvalidArgument {
+			log.Error("join refused", "via", addr, "err", err)
+			return
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			log.Warn("join failed; retrying", "via", addr, "attempt", attempt, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// peerClient reaches other members' APIs over cleartext HTTP/2.
+type peerClient struct{ http *http.Client }
+
+func newPeerClient() *peerClient {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &peerClient{http: &http.Client{Transport: &http.Transport{Protocols: &p}}}
+}
+
+func (p *peerClient) cluster(addr string) tenurev1connect.ClusterServiceClient {
+	return tenurev1connect.NewClusterServiceClient(p.http, "http://"+strings.TrimPrefix(addr, "http://"), connect.WithGRPC())
+}
+
+// applied returns the applied index of the member whose API is at addr.
+func (p *peerClient) applied(ctx context.Context, addr string) (uint64, error) {
+	res, err := p.cluster(addr).Status(ctx, connect.NewRequest(&tenurev1.StatusRequest{}))
+	if err != nil {
+		return 0, err
+	}
+	return res.Msg.GetAppliedIndex(), nil
+}

@@ -1,0 +1,139 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tenure-io/tenure/lease"
+)
+
+// Config configures a Node. Start from DefaultConfig.
+type Config struct {
+	// ID is the node's raft server ID. Default: the advertised raft
+	// address. A data directory remembers the ID it was created with.
+	ID string
+	// DataDir holds the raft log (bbolt), stable store and snapshots.
+	// Required unless InMemory is set.
+	DataDir string
+	// InMemory keeps log, stable store and snapshots in memory (tenured
+	// --dev, tests). Nothing survives the process.
+	InMemory bool
+	// RaftAddr is the raft TCP bind address. Default 127.0.0.1:7401.
+	RaftAddr string
+	// RaftAdvertise is the raft address other nodes dial. Default: the
+	// bound address.
+	RaftAdvertise string
+	// APIAddr is the client API address other nodes forward requests to.
+	APIAddr string
+	// Bootstrap makes the node start a new single-node cluster when it has
+	// no raft state. tenured sets it unless --join is given.
+	Bootstrap bool
+	// Transport overrides the TCP transport (tests use raft's in-memory
+	// transport to cut links).
+	Transport raft.Transport
+
+	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout are passed
+	// to raft. Defaults 1s, 1s and 500ms.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// SnapshotThreshold is how many log entries since the last snapshot
+	// trigger a new one (log compaction). Default 8192.
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often raft checks the threshold. Default 30s.
+	SnapshotInterval time.Duration
+	// TrailingLogs is how many entries a snapshot leaves in the log for
+	// slow followers. Default 10240.
+	TrailingLogs uint64
+
+	// Limits bounds requests. MinTTL is raised to at least twice the
+	// election timeout. Default lease.DefaultLimits().
+	Limits lease.Limits
+	// MaxBatchOps is the most operations one raft entry carries.
+	// Default 1024.
+	MaxBatchOps int
+	// MaxInflight is how many entries the proposer keeps in flight before
+	// it waits and lets requests pile up into a larger batch. Default 4.
+	MaxInflight int
+	// ApplyTimeout bounds one raft apply. Default 10s.
+	ApplyTimeout time.Duration
+
+	// ClockRate scales the monotonic clock this node stamps cluster time
+	// with while it leads. 1 is real time. Only the fault harness changes
+	// it, to simulate clock-rate skew. Default 1.
+	ClockRate float64
+	// PeerApplied returns the applied index of the node whose client API
+	// is at apiAddr. The promoter uses it to decide when a non-voter has
+	// caught up. If nil, non-voters are promoted as soon as they answer
+	// raft heartbeats for one promotion interval.
+	PeerApplied func(ctx context.Context, apiAddr string) (uint64, error)
+
+	// Logger receives the node's structured logs. Default slog.Default().
+	Logger *slog.Logger
+	// RaftLogOutput receives hashicorp/raft's own logs. Default os.Stderr.
+	RaftLogOutput io.Writer
+	// RaftLogLevel is raft's log level (trace, debug, info, warn, error).
+	// Default warn.
+	RaftLogLevel string
+	// Registerer receives the node's Prometheus metrics. Nil registers
+	// nothing.
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns the defaults described on each Config field.
+func DefaultConfig() Config {
+	return Config{
+		RaftAddr:           "127.0.0.1:7401",
+		HeartbeatTimeout:   time.Second,
+		ElectionTimeout:    time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		SnapshotThreshold:  8192,
+		SnapshotInterval:   30 * time.Second,
+		TrailingLogs:       10240,
+		Limits:             lease.DefaultLimits(),
+		MaxBatchOps:        1024,
+		MaxInflight:        4,
+		ApplyTimeout:       10 * time.Second,
+		ClockRate:          1,
+		RaftLogLevel:       "warn",
+	}
+}
+
+// Validate reports the first problem with c.
+func (c *Config) Validate() error {
+	switch {
+	case c.DataDir == "" && !c.InMemory:
+		return errors.New("node: a data directory is required (or in-memory mode)")
+	case c.RaftAddr == "" && c.Transport == nil:
+		return errors.New("node: a raft address is required")
+	case c.HeartbeatTimeout <= 0 || c.ElectionTimeout <= 0 || c.LeaderLeaseTimeout <= 0:
+		return errors.New("node: raft timeouts must be positive")
+	case c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return fmt.Errorf("node: leader lease timeout %s exceeds heartbeat timeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	case c.MaxBatchOps <= 0 || c.MaxInflight <= 0:
+		return errors.New("node: batch size and in-flight limit must be positive")
+	case c.ClockRate <= 0:
+		return errors.New("node: clock rate must be positive")
+	case c.Limits.MaxTTL < c.Limits.MinTTL:
+		return errors.New("node: maximum TTL is below the minimum")
+	}
+	return nil
+}
+
+// MinTTL returns the shortest TTL the node accepts: the configured minimum,
+// raised to twice the election timeout so that a lease always outlives a
+// leader election.
+func (c *Config) MinTTL() time.Duration {
+	m := c.Limits.MinTTL
+	if e := 2 * c.ElectionTimeout; m < e {
+		m = e
+	}
+	return m
+}

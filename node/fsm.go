@@ -1,0 +1,170 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/tenure-io/tenure/lease"
+)
+
+// Entry kinds: the first byte of every raft command.
+const (
+	entryBatch  byte = 1 // a lease.Batch
+	entryMember byte = 2 // a memberInfo as JSON
+)
+
+// memberInfo records the client API address of a raft server, so that any
+// node can forward requests to the leader.
+type memberInfo struct {
+	ID      string `json:"id"`
+	APIAddr string `json:"api_addr"`
+}
+
+// applyResult is what fsm.Apply returns for a batch entry.
+type applyResult struct {
+	results []lease.Result
+	err     error
+}
+
+// fsm adapts lease.State to raft.FSM. Apply runs on raft's FSM goroutine;
+// readers take mu.
+type fsm struct {
+	mu      sync.RWMutex
+	st      *lease.State
+	members map[string]string // raft ID -> API address
+	applied uint64            // index of the last applied entry
+
+	// onApply is called under mu after every applied batch with its events.
+	onApply func(index uint64, now time.Duration, events []lease.Event)
+}
+
+func newFSM() *fsm {
+	return &fsm{st: lease.New(), members: make(map[string]string)}
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+func encodeBatch(b lease.Batch) []byte {
+	return lease.AppendBatch([]byte{entryBatch}, b)
+}
+
+func encodeMember(m memberInfo) []byte {
+	data, _ := json.Marshal(m)
+	return append([]byte{entryMember}, data...)
+}
+
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand || len(l.Data) == 0 {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied = l.Index
+	switch l.Data[0] {
+	case entryBatch:
+		b, err := lease.DecodeBatch(l.Data[1:])
+		if err != nil {
+			return &applyResult{err: fmt.Errorf("node: entry %d: %w", l.Index, err)}
+		}
+		results, events := f.st.Apply(b)
+		if f.onApply != nil {
+			f.onApply(l.Index, f.st.Now(), events)
+		}
+		return &applyResult{results: results}
+	case entryMember:
+		var m memberInfo
+		if err := json.Unmarshal(l.Data[1:], &m); err != nil {
+			return &applyResult{err: fmt.Errorf("node: entry %d: %w", l.Index, err)}
+		}
+		if m.APIAddr == "" {
+			delete(f.members, m.ID)
+		} else {
+			f.members[m.ID] = m.APIAddr
+		}
+		return &applyResult{}
+	}
+	return &applyResult{err: fmt.Errorf("node: entry %d has unknown kind %d", l.Index, l.Data[0])}
+}
+
+// fsmSnapshot is the node's snapshot format: a versioned header line with
+// the members, then the lease state's own snapshot.
+type fsmSnapshot struct {
+	data []byte
+}
+
+type snapshotHeader struct {
+	Version int               `json:"version"`
+	Members map[string]string `json:"members"`
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(snapshotHeader{Version: 1, Members: f.members}); err != nil {
+		return nil, err
+	}
+	if err := f.st.WriteSnapshot(&buf); err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{data: buf.Bytes()}, nil
+}
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.data); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}
+
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	dec := json.NewDecoder(rc)
+	var h snapshotHeader
+	if err := dec.Decode(&h); err != nil {
+		return fmt.Errorf("node: read snapshot header: %w", err)
+	}
+	if h.Version != 1 {
+		return fmt.Errorf("node: snapshot version %d is not supported", h.Version)
+	}
+	st, err := lease.ReadSnapshot(io.MultiReader(dec.Buffered(), rc))
+	if err != nil {
+		return err
+	}
+	if h.Members == nil {
+		h.Members = make(map[string]string)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st, f.members = st, h.Members
+	return nil
+}
+
+// now returns the cluster time of the last applied entry.
+func (f *fsm) now() time.Duration {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.Now()
+}
+
+func (f *fsm) nextDeadline() (time.Duration, bool) {
+	f.mu.Lock() // NextDeadline drops stale heap entries
+	defer f.mu.Unlock()
+	return f.st.NextDeadline()
+}
+
+func (f *fsm) member(id string) (string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	a, ok := f.members[id]
+	return a, ok
+}

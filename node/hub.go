@@ -1,0 +1,219 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tenure-io/tenure/lease"
+)
+
+// ErrWatchLagged ends a watch whose reader fell too far behind. The client
+// starts a new watch, which begins with the current state again.
+var ErrWatchLagged = errors.New("node: watcher fell behind; watch again")
+
+// WatchEvent is an applied grant, release or expiry.
+type WatchEvent struct {
+	lease.Event
+	// Index is the raft index of the entry that produced the event.
+	Index uint64
+}
+
+// Watch follows the leases whose names start with a prefix.
+type Watch struct {
+	// Current lists the leases stored when the watch started.
+	Current []lease.Lease
+	// Now is the cluster time Current was read at.
+	Now time.Duration
+	// Events delivers every later event in commit order. It is closed when
+	// the watch ends; Err then says why.
+	Events <-chan WatchEvent
+
+	sub *subscriber
+	hub *hub
+}
+
+// Err returns why Events was closed: ErrWatchLagged, ErrClosed, or nil if
+// the watch was cancelled.
+func (w *Watch) Err() error {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	return w.sub.err
+}
+
+// Cancel ends the watch.
+func (w *Watch) Cancel() { w.hub.remove(w.sub, nil) }
+
+type subscriber struct {
+	prefix string
+	ch     chan WatchEvent
+	err    error
+}
+
+type waitKey struct{ name, holder string }
+
+// hub fans applied events out to watchers and to callers parked on a
+// queued acquire. publish runs under the FSM lock, so a watch that reads
+// the current state under the same lock misses nothing.
+type hub struct {
+	mu      sync.Mutex
+	subs    map[*subscriber]struct{}
+	waits   map[waitKey]map[chan lease.Lease]struct{}
+	lost    chan struct{} // closed when leadership is lost; then replaced
+	closed  bool
+	bufSize int
+}
+
+func newHub() *hub {
+	return &hub{
+		subs:    make(map[*subscriber]struct{}),
+		waits:   make(map[waitKey]map[chan lease.Lease]struct{}),
+		lost:    make(chan struct{}),
+		bufSize: 1024,
+	}
+}
+
+func (h *hub) publish(index uint64, events []lease.Event) {
+	if len(events) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ev := range events {
+		if ev.Type == lease.EventGranted {
+			for ch := range h.waits[waitKey{ev.Lease.Name, ev.Lease.Holder}] {
+				select {
+				case ch <- ev.Lease:
+				default:
+				}
+			}
+		}
+		for s := range h.subs {
+			if !strings.HasPrefix(ev.Lease.Name, s.prefix) {
+				continue
+			}
+			select {
+			case s.ch <- WatchEvent{Event: ev, Index: index}:
+			default:
+				h.removeLocked(s, ErrWatchLagged)
+			}
+		}
+	}
+}
+
+func (h *hub) removeLocked(s *subscriber, err error) {
+	if _, ok := h.subs[s]; !ok {
+		return
+	}
+	delete(h.subs, s)
+	s.err = err
+	close(s.ch)
+}
+
+func (h *hub) remove(s *subscriber, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.removeLocked(s, err)
+}
+
+func (h *hub) closeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for s := range h.subs {
+		h.removeLocked(s, ErrClosed)
+	}
+}
+
+func (h *hub) leadershipLost() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.lost)
+	h.lost = make(chan struct{})
+}
+
+// Watch starts a watch of the leases whose names start with prefix. It is
+// served from this node's applied state, leader or not.
+func (n *Node) Watch(prefix string) (*Watch, error) {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	h := n.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	s := &subscriber{prefix: prefix, ch: make(chan WatchEvent, h.bufSize)}
+	h.subs[s] = struct{}{}
+	return &Watch{
+		Current: n.fsm.st.Leases(prefix),
+		Now:     n.fsm.st.Now(),
+		Events:  s.ch,
+		sub:     s,
+		hub:     h,
+	}, nil
+}
+
+// Acquire proposes an OpAcquire. Without op.Wait it is Do1. With op.Wait,
+// if the lease is held the holder is queued in the state machine and
+// Acquire parks until the grant to it is applied, the wait times out (then
+// it leaves the queue and returns the *lease.HeldError), ctx ends, or this
+// node loses leadership (ErrIndeterminate: the caller may retry and keeps
+// its place in the queue).
+func (n *Node) Acquire(ctx context.Context, op lease.Op) (lease.Result, error) {
+	if !op.Wait {
+		return n.Do1(ctx, op)
+	}
+	if op.WaitTimeout <= 0 {
+		op.WaitTimeout = n.limits.MaxWait
+	}
+	key := waitKey{op.Name, op.Holder}
+	ch := make(chan lease.Lease, 1)
+	h := n.hub
+	h.mu.Lock()
+	if h.waits[key] == nil {
+		h.waits[key] = make(map[chan lease.Lease]struct{})
+	}
+	h.waits[key][ch] = struct{}{}
+	lost := h.lost
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.waits[key], ch)
+		if len(h.waits[key]) == 0 {
+			delete(h.waits, key)
+		}
+		h.mu.Unlock()
+	}()
+
+	start := time.Now()
+	res, err := n.Do1(ctx, op)
+	if !res.Queued {
+		return res, err
+	}
+	timer := time.NewTimer(op.WaitTimeout - time.Since(start))
+	defer timer.Stop()
+	select {
+	case l := <-ch:
+		return lease.Result{Lease: l, Now: l.GrantedAt}, nil
+	case <-timer.C:
+		// Leave the queue; if the grant raced the timeout, the acquire
+		// in the same batch renews it and returns it.
+		res, err := n.Do(ctx,
+			lease.Op{Type: lease.OpCancelWait, Name: op.Name, Holder: op.Holder},
+			lease.Op{Type: lease.OpAcquire, Name: op.Name, Holder: op.Holder, TTL: op.TTL})
+		if err != nil {
+			return lease.Result{}, err
+		}
+		return res[1], res[1].Err
+	case <-lost:
+		return lease.Result{}, ErrIndeterminate
+	case <-ctx.Done():
+		cctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		defer cancel()
+		_, _ = n.Do(cctx, lease.Op{Type: lease.OpCancelWait, Name: op.Name, Holder: op.Holder})
+		return lease.Result{}, ctx.Err()
+	}
+}

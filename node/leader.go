@@ -1,0 +1,205 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/tenure-io/tenure/lease"
+)
+
+// leaderTerm is what a node knows while it leads.
+type leaderTerm struct {
+	// base is the cluster time applied when this node took over, read
+	// after a barrier; start is the monotonic time it was read at.
+	base  time.Duration
+	start time.Time
+	term  uint64
+	// stop ends this term's goroutines.
+	stop chan struct{}
+}
+
+// clusterNow returns the cluster time to stamp the next batch with:
+// max(last applied cluster time, base + monotonic time since takeover).
+// Only the leader's clock rate matters; wall clocks are never compared.
+func (n *Node) clusterNow(t *leaderTerm) time.Duration {
+	elapsed := time.Duration(float64(time.Since(t.start)) * n.cfg.ClockRate)
+	now := t.base + elapsed
+	if applied := n.fsm.now(); applied > now {
+		now = applied
+	}
+	return now
+}
+
+// watchLeadership starts and stops the leader's duties as raft reports
+// leadership changes.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	var (
+		cur    *leaderTerm
+		wg     sync.WaitGroup
+		notify = n.notify
+	)
+	stopTerm := func() {
+		if cur != nil {
+			n.term.Store(nil)
+			close(cur.stop)
+			wg.Wait()
+			cur = nil
+			n.metrics.isLeader.Set(0)
+			n.hub.leadershipLost()
+			n.log.Info("leadership lost")
+		}
+	}
+	for {
+		select {
+		case <-n.closing:
+			stopTerm()
+			return
+		case leader := <-notify:
+			stopTerm()
+			if !leader {
+				continue
+			}
+			cur = &leaderTerm{stop: make(chan struct{})}
+			wg.Go(func() { n.takeOver(cur) })
+		}
+	}
+}
+
+// takeOver finishes becoming leader: it waits for every earlier entry to be
+// applied (Barrier), fixes the cluster-time base, publishes this node's API
+// address, and then runs the expirer and promoter until the term ends.
+func (n *Node) takeOver(t *leaderTerm) {
+	for {
+		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		n.log.Warn("barrier after election failed", "err", err)
+		select {
+		case <-t.stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.base, t.start, t.term = n.fsm.now(), time.Now(), n.raft.CurrentTerm()
+	if addr, ok := n.fsm.member(n.cfg.ID); n.cfg.APIAddr != "" && (!ok || addr != n.cfg.APIAddr) {
+		if err := n.raft.Apply(encodeMember(memberInfo{ID: n.cfg.ID, APIAddr: n.cfg.APIAddr}), n.cfg.ApplyTimeout).Error(); err != nil {
+			n.log.Warn("publishing API address failed", "err", err)
+			return
+		}
+	}
+	n.term.Store(t)
+	n.metrics.isLeader.Set(1)
+	n.log.Info("leading", "term", t.term, "cluster_time", t.base)
+	var wg sync.WaitGroup
+	wg.Go(func() { n.expirer(t) })
+	wg.Go(func() { n.promoter(t) })
+	wg.Wait()
+}
+
+// expirer proposes an expiry at the next lease deadline.
+func (n *Node) expirer(t *leaderTerm) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-t.stop
+		cancel()
+	}()
+	for {
+		wait := time.Hour
+		if at, ok := n.fsm.nextDeadline(); ok {
+			wait = time.Duration(float64(at-n.clusterNow(t)) / n.cfg.ClockRate)
+		}
+		if wait <= 0 {
+			if _, err := n.Do(ctx, lease.Op{Type: lease.OpExpire}); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				n.log.Warn("proposing expiry failed", "err", err)
+				wait = 50 * time.Millisecond
+			} else {
+				continue
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-t.stop:
+			return
+		case <-n.kick:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+// promoter turns non-voters into voters once they have caught up with the
+// leader's log.
+func (n *Node) promoter(t *leaderTerm) {
+	tick := time.NewTicker(n.cfg.HeartbeatTimeout / 2)
+	defer tick.Stop()
+	seen := map[raft.ServerID]int{}
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tick.C:
+		}
+		f := n.raft.GetConfiguration()
+		if f.Error() != nil {
+			continue
+		}
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage != raft.Nonvoter {
+				delete(seen, s.ID)
+				continue
+			}
+			if !n.caughtUp(s.ID, seen) {
+				continue
+			}
+			if err := n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+				n.log.Warn("promoting non-voter failed", "id", s.ID, "err", err)
+				continue
+			}
+			n.log.Info("promoted non-voter to voter", "id", s.ID)
+		}
+	}
+}
+
+// caughtUp reports whether the non-voter id has applied (nearly) all of
+// the leader's log.
+func (n *Node) caughtUp(id raft.ServerID, seen map[raft.ServerID]int) bool {
+	if n.cfg.PeerApplied == nil {
+		seen[id]++
+		return seen[id] > 2
+	}
+	addr, ok := n.fsm.member(string(id))
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HeartbeatTimeout)
+	defer cancel()
+	applied, err := n.cfg.PeerApplied(ctx, addr)
+	if err != nil {
+		return false
+	}
+	const slack = 16 // entries the non-voter may still be behind
+	return applied+slack >= n.raft.CommitIndex()
+}
+
+// onApply runs on the FSM goroutine, under the FSM lock, after each batch.
+func (n *Node) onApply(index uint64, now time.Duration, events []lease.Event) {
+	n.metrics.observe(events)
+	n.hub.publish(index, events)
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}

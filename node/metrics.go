@@ -1,0 +1,50 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tenure-io/tenure/lease"
+)
+
+type metrics struct {
+	events       *prometheus.CounterVec
+	isLeader     prometheus.Gauge
+	applyLatency prometheus.Histogram
+	batchOps     prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "tenure", Name: "lease_events_total",
+			Help: "Lease grants, releases and expiries applied on this node.",
+		}, []string{"type"}),
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "tenure", Name: "raft_leader",
+			Help: "1 if this node is the raft leader and has taken over, else 0.",
+		}),
+		applyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "tenure", Name: "apply_latency_seconds",
+			Help:    "Time from proposing a request to its result being applied, on the leader.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		batchOps: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "tenure", Name: "batch_ops",
+			Help:    "Operations coalesced into one raft entry.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+	}
+	for _, t := range []lease.EventType{lease.EventGranted, lease.EventReleased, lease.EventExpired} {
+		m.events.WithLabelValues(t.String())
+	}
+	if reg != nil {
+		reg.MustRegister(m.events, m.isLeader, m.applyLatency, m.batchOps)
+	}
+	return m
+}
+
+func (m *metrics) observe(events []lease.Event) {
+	for _, ev := range events {
+		m.events.WithLabelValues(ev.Type.String()).Inc()
+	}
+}

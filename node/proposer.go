@@ -1,0 +1,176 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/tenure-io/tenure/lease"
+)
+
+// proposal is one caller's operations, waiting for their results.
+type proposal struct {
+	ops   []lease.Op
+	start time.Time
+	done  chan proposalResult // buffered 1
+}
+
+type proposalResult struct {
+	results []lease.Result
+	err     error
+}
+
+// inflight is one raft entry on its way to commit.
+type inflight struct {
+	future raft.ApplyFuture
+	props  []*proposal
+}
+
+// Do proposes ops as part of the next batch and returns their results once
+// the batch is committed, fsynced by a quorum and applied. Only the leader
+// serves it; elsewhere it returns ErrNotLeader. If ctx ends first the
+// outcome is unknown: the ops may still be applied.
+func (n *Node) Do(ctx context.Context, ops ...lease.Op) ([]lease.Result, error) {
+	if n.term.Load() == nil {
+		return nil, ErrNotLeader
+	}
+	p := &proposal{ops: ops, start: time.Now(), done: make(chan proposalResult, 1)}
+	select {
+	case n.proposeCh <- p:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-n.closing:
+		return nil, ErrClosed
+	}
+	select {
+	case r := <-p.done:
+		return r.results, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-n.closing:
+		return nil, ErrClosed
+	}
+}
+
+// Do1 proposes one op and returns its result; the result's Err is returned
+// as the error.
+func (n *Node) Do1(ctx context.Context, op lease.Op) (lease.Result, error) {
+	res, err := n.Do(ctx, op)
+	if err != nil {
+		return lease.Result{}, err
+	}
+	return res[0], res[0].Err
+}
+
+// proposer turns queued proposals into raft entries. While MaxInflight
+// entries are on their way, proposals pile up in proposeCh and go out
+// together in the next entry.
+func (n *Node) proposer() {
+	defer n.wg.Done()
+	defer close(n.inflight)
+	buf := make([]byte, 0, 4096)
+	for {
+		var first *proposal
+		select {
+		case first = <-n.proposeCh:
+		case <-n.closing:
+			n.failQueued(ErrClosed)
+			return
+		}
+		props := []*proposal{first}
+		nops := len(first.ops)
+	drain:
+		for nops < n.cfg.MaxBatchOps {
+			select {
+			case p := <-n.proposeCh:
+				props = append(props, p)
+				nops += len(p.ops)
+			default:
+				break drain
+			}
+		}
+		t := n.term.Load()
+		if t == nil {
+			fail(props, ErrNotLeader)
+			continue
+		}
+		b := lease.Batch{Now: n.clusterNow(t), Ops: make([]lease.Op, 0, nops)}
+		for _, p := range props {
+			b.Ops = append(b.Ops, p.ops...)
+		}
+		buf = lease.AppendBatch(append(buf[:0], entryBatch), b)
+		data := append([]byte(nil), buf...)
+		f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+		n.metrics.batchOps.Observe(float64(nops))
+		select {
+		case n.inflight <- &inflight{future: f, props: props}:
+		case <-n.closing:
+			fail(props, ErrClosed)
+			n.failQueued(ErrClosed)
+			return
+		}
+	}
+}
+
+// completer waits for entries in proposal order and hands each caller its
+// slice of the batch's results.
+func (n *Node) completer() {
+	defer n.wg.Done()
+	for in := range n.inflight {
+		err := in.future.Error()
+		if err != nil {
+			fail(in.props, mapRaftError(err))
+			continue
+		}
+		ar, _ := in.future.Response().(*applyResult)
+		if ar == nil || ar.err != nil {
+			e := fmt.Errorf("node: apply: unexpected response %v", in.future.Response())
+			if ar != nil {
+				e = ar.err
+			}
+			fail(in.props, e)
+			continue
+		}
+		i := 0
+		now := time.Now()
+		for _, p := range in.props {
+			p.done <- proposalResult{results: ar.results[i : i+len(p.ops)]}
+			i += len(p.ops)
+			n.metrics.applyLatency.Observe(now.Sub(p.start).Seconds())
+		}
+	}
+}
+
+func (n *Node) failQueued(err error) {
+	for {
+		select {
+		case p := <-n.proposeCh:
+			p.done <- proposalResult{err: err}
+		default:
+			return
+		}
+	}
+}
+
+func fail(props []*proposal, err error) {
+	for _, p := range props {
+		p.done <- proposalResult{err: err}
+	}
+}
+
+func mapRaftError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return ErrNotLeader
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: %v", ErrIndeterminate, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrClosed
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("%w: %v", ErrNoLeader, err)
+	}
+	return err
+}

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/node"
+)
+
+type clusterService struct{ s *Server }
+
+// Status is answered by the node that receives it, so every member can be
+// asked for its own view.
+func (c *clusterService) Status(ctx context.Context, req *connect.Request[tenurev1.StatusRequest]) (*connect.Response[tenurev1.StatusResponse], error) {
+	return connect.NewResponse(statusToProto(c.s.node.Status())), nil
+}
+
+func statusToProto(st node.Status) *tenurev1.StatusResponse {
+	out := &tenurev1.StatusResponse{
+		NodeId:        st.ID,
+		State:         st.State,
+		LeaderId:      st.LeaderID,
+		LeaderAddress: st.LeaderAPI,
+		Term:          st.Term,
+		AppliedIndex:  st.AppliedIndex,
+		CommitIndex:   st.CommitIndex,
+		LastIndex:     st.LastIndex,
+		ClusterTime:   durationpb.New(st.ClusterTime),
+		MinTtl:        durationpb.New(st.MinTTL),
+		Leases:        uint64(st.Leases),
+		LastToken:     st.LastToken,
+	}
+	for _, m := range st.Members {
+		suffrage := "nonvoter"
+		if m.Voter {
+			suffrage = "voter"
+		}
+		out.Members = append(out.Members, &tenurev1.Member{
+			Id: m.ID, RaftAddress: m.RaftAddr, ApiAddress: m.APIAddr, Suffrage: suffrage, Leader: m.Leader,
+		})
+	}
+	return out
+}
+
+func checkAddr(field, addr string) error {
+	if addr == "" {
+		return invalid(errors.New("server: " + field + " is required"))
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return invalid(errors.New("server: " + field + " is not host:port: " + err.Error()))
+	}
+	return nil
+}
+
+func (c *clusterService) Join(ctx context.Context, req *connect.Request[tenurev1.JoinRequest]) (*connect.Response[tenurev1.JoinResponse], error) {
+	m := req.Msg
+	if m.GetNodeId() == "" {
+		return nil, invalid(errors.New("server: node_id is required"))
+	}
+	if err := checkAddr("raft_address", m.GetRaftAddress()); err != nil {
+		return nil, err
+	}
+	if err := checkAddr("api_address", m.GetApiAddress()); err != nil {
+		return nil, err
+	}
+	return route(ctx, c.s, req,
+		func(p *peerClients) func(context.Context, *connect.Request[tenurev1.JoinRequest]) (*connect.Response[tenurev1.JoinResponse], error) {
+			return p.cluster.Join
+		},
+		func(ctx context.Context) (*tenurev1.JoinResponse, error) {
+			if err := c.s.node.Join(ctx, m.GetNodeId(), m.GetRaftAddress(), m.GetApiAddress()); err != nil {
+				return nil, toConnect(err)
+			}
+			return &tenurev1.JoinResponse{Members: statusToProto(c.s.node.Status()).Members}, nil
+		})
+}
+
+func (c *clusterService) Leave(ctx context.Context, req *connect.Request[tenurev1.LeaveRequest]) (*connect.Response[tenurev1.LeaveResponse], error) {
+	if req.Msg.GetNodeId() == "" {
+		return nil, invalid(errors.New("server: node_id is required"))
+	}
+	return route(ctx, c.s, req,
+		func(p *peerClients) func(context.Context, *connect.Request[tenurev1.LeaveRequest]) (*connect.Response[tenurev1.LeaveResponse], error) {
+			return p.cluster.Leave
+		},
+		func(ctx context.Context) (*tenurev1.LeaveResponse, error) {
+			if err := c.s.node.Leave(ctx, req.Msg.GetNodeId()); err != nil {
+				return nil, toConnect(err)
+			}
+			return &tenurev1.LeaveResponse{}, nil
+		})
+}
+
+func (c *clusterService) TransferLeadership(ctx context.Context, req *connect.Request[tenurev1.TransferLeadershipRequest]) (*connect.Response[tenurev1.TransferLeadershipResponse], error) {
+	return route(ctx, c.s, req,
+		func(p *peerClients) func(context.Context, *connect.Request[tenurev1.TransferLeadershipRequest]) (*connect.Response[tenurev1.TransferLeadershipResponse], error) {
+			return p.cluster.TransferLeadership
+		},
+		func(ctx context.Context) (*tenurev1.TransferLeadershipResponse, error) {
+			id, err := c.s.node.TransferLeadership(ctx, req.Msg.GetNodeId())
+			if err != nil {
+				return nil, toConnect(err)
+			}
+			return &tenurev1.TransferLeadershipResponse{LeaderId: id}, nil
+		})
+}

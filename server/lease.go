@@ -1,0 +1,214 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/internal/wire"
+	"github.com/tenure-io/tenure/lease"
+)
+
+// remoteCall picks the method of a leader's clients that serves Req.
+type remoteCall[Req, Res any] func(*peerClients) func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)
+
+// handle is the path of every lease and KV request: validate op (nothing
+// is proposed if it is bad), then route it.
+func handle[Req, Res any](ctx context.Context, s *Server, req *connect.Request[Req], op lease.Op,
+	remote remoteCall[Req, Res], local func(context.Context) (*Res, error)) (*connect.Response[Res], error) {
+	if err := s.node.Limits().Validate(op); err != nil {
+		return nil, invalid(err)
+	}
+	return route(ctx, s, req, remote, local)
+}
+
+// route forwards req to the leader if this node is not it, else serves it
+// with local.
+func route[Req, Res any](ctx context.Context, s *Server, req *connect.Request[Req],
+	remote remoteCall[Req, Res], local func(context.Context) (*Res, error)) (*connect.Response[Res], error) {
+	c, err := s.leaderClients(req.Header())
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		return forward(ctx, s, req, remote(c))
+	}
+	res, err := local(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
+}
+
+// do proposes op on this node (the leader) and returns its result, with
+// its error mapped to a Connect error.
+func (s *Server) do(ctx context.Context, op lease.Op) (lease.Result, error) {
+	res, err := s.node.Do1(ctx, op)
+	if err != nil {
+		s.metrics.reject(err)
+		return res, toConnect(err)
+	}
+	return res, nil
+}
+
+type leaseService struct{ s *Server }
+
+func (l *leaseService) Acquire(ctx context.Context, req *connect.Request[tenurev1.AcquireRequest]) (*connect.Response[tenurev1.AcquireResponse], error) {
+	m := req.Msg
+	if m.GetTtl() == nil {
+		return nil, invalid(errors.New("lease: ttl is required"))
+	}
+	op := lease.Op{
+		Type:        lease.OpAcquire,
+		Name:        m.GetName(),
+		Holder:      m.GetHolder(),
+		TTL:         m.GetTtl().AsDuration(),
+		Wait:        m.GetWait(),
+		WaitTimeout: m.GetWaitTimeout().AsDuration(),
+	}
+	return handle(ctx, l.s, req, op,
+		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.AcquireRequest]) (*connect.Response[tenurev1.AcquireResponse], error) {
+			return c.lease.Acquire
+		},
+		func(ctx context.Context) (*tenurev1.AcquireResponse, error) {
+			res, err := l.s.node.Acquire(ctx, op)
+			if err == nil {
+				err = res.Err
+			}
+			if err != nil {
+				l.s.metrics.reject(err)
+				return nil, toConnect(err)
+			}
+			return &tenurev1.AcquireResponse{Lease: wire.LeaseToProto(res.Lease, res.Now)}, nil
+		})
+}
+
+func (l *leaseService) Renew(ctx context.Context, req *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
+	op := lease.Op{Type: lease.OpRenew}
+	for _, r := range req.Msg.GetLeases() {
+		op.Refs = append(op.Refs, lease.Ref{Name: r.GetName(), Token: r.GetToken()})
+	}
+	return handle(ctx, l.s, req, op,
+		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
+			return c.lease.Renew
+		},
+		func(ctx context.Context) (*tenurev1.RenewResponse, error) {
+			res, err := l.s.do(ctx, op)
+			if err != nil {
+				return nil, err
+			}
+			out := &tenurev1.RenewResponse{Results: make([]*tenurev1.RenewResult, len(res.Renewed))}
+			for i, r := range res.Renewed {
+				pr := &tenurev1.RenewResult{Name: r.Ref.Name, Token: r.Ref.Token}
+				if r.Err != nil {
+					l.s.metrics.reject(r.Err)
+					pr.Reason, pr.Message = lease.Reason(r.Err), r.Err.Error()
+				} else {
+					l.s.metrics.renewals.Inc()
+					pr.Lease = wire.LeaseToProto(r.Lease, res.Now)
+				}
+				out.Results[i] = pr
+			}
+			return out, nil
+		})
+}
+
+func (l *leaseService) Release(ctx context.Context, req *connect.Request[tenurev1.ReleaseRequest]) (*connect.Response[tenurev1.ReleaseResponse], error) {
+	op := lease.Op{Type: lease.OpRelease, Name: req.Msg.GetName(), Token: req.Msg.GetToken()}
+	return handle(ctx, l.s, req, op,
+		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.ReleaseRequest]) (*connect.Response[tenurev1.ReleaseResponse], error) {
+			return c.lease.Release
+		},
+		func(ctx context.Context) (*tenurev1.ReleaseResponse, error) {
+			if _, err := l.s.do(ctx, op); err != nil {
+				return nil, err
+			}
+			return &tenurev1.ReleaseResponse{}, nil
+		})
+}
+
+func (l *leaseService) Get(ctx context.Context, req *connect.Request[tenurev1.GetRequest]) (*connect.Response[tenurev1.GetResponse], error) {
+	op := lease.Op{Type: lease.OpGet, Name: req.Msg.GetName()}
+	return handle(ctx, l.s, req, op,
+		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.GetRequest]) (*connect.Response[tenurev1.GetResponse], error) {
+			return c.lease.Get
+		},
+		func(ctx context.Context) (*tenurev1.GetResponse, error) {
+			res, err := l.s.do(ctx, op)
+			if err != nil {
+				return nil, err
+			}
+			return &tenurev1.GetResponse{Lease: wire.LeaseToProto(res.Lease, res.Now)}, nil
+		})
+}
+
+func (l *leaseService) List(ctx context.Context, req *connect.Request[tenurev1.ListRequest]) (*connect.Response[tenurev1.ListResponse], error) {
+	op := lease.Op{Type: lease.OpList, Prefix: req.Msg.GetPrefix()}
+	return handle(ctx, l.s, req, op,
+		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.ListRequest]) (*connect.Response[tenurev1.ListResponse], error) {
+			return c.lease.List
+		},
+		func(ctx context.Context) (*tenurev1.ListResponse, error) {
+			res, err := l.s.do(ctx, op)
+			if err != nil {
+				return nil, err
+			}
+			out := &tenurev1.ListResponse{}
+			for _, ls := range res.Leases {
+				out.Leases = append(out.Leases, wire.LeaseToProto(ls, res.Now))
+			}
+			return out, nil
+		})
+}
+
+// Watch is served from this node's applied state: first the current
+// leases, a SYNCED marker, then every event in commit order.
+func (l *leaseService) Watch(ctx context.Context, req *connect.Request[tenurev1.WatchRequest], stream *connect.ServerStream[tenurev1.WatchResponse]) error {
+	s := l.s
+	if err := s.node.Limits().Validate(lease.Op{Type: lease.OpList, Prefix: req.Msg.GetPrefix()}); err != nil {
+		return invalid(err)
+	}
+	w, err := s.node.Watch(req.Msg.GetPrefix())
+	if err != nil {
+		return toConnect(err)
+	}
+	defer w.Cancel()
+	send := func(t tenurev1.WatchEvent_Type, pl *tenurev1.Lease, index uint64) error {
+		return stream.Send(&tenurev1.WatchResponse{Event: &tenurev1.WatchEvent{Type: t, Lease: pl, Index: index}})
+	}
+	for _, cur := range w.Current {
+		if err := send(tenurev1.WatchEvent_TYPE_CURRENT, wire.LeaseToProto(cur, w.Now), 0); err != nil {
+			return err
+		}
+	}
+	if err := send(tenurev1.WatchEvent_TYPE_SYNCED, nil, 0); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return toConnect(w.Err())
+			}
+			if err := send(eventType(ev.Type), wire.LeaseToProto(ev.Lease, ev.At), ev.Index); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func eventType(t lease.EventType) tenurev1.WatchEvent_Type {
+	switch t {
+	case lease.EventGranted:
+		return tenurev1.WatchEvent_TYPE_GRANTED
+	case lease.EventReleased:
+		return tenurev1.WatchEvent_TYPE_RELEASED
+	case lease.EventExpired:
+		return tenurev1.WatchEvent_TYPE_EXPIRED
+	}
+	return tenurev1.WatchEvent_TYPE_UNSPECIFIED
+}

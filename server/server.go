@@ -1,0 +1,152 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
+	"github.com/tenure-io/tenure/internal/wire"
+	"github.com/tenure-io/tenure/lease"
+	"github.com/tenure-io/tenure/node"
+)
+
+// Node is what the server needs of a node.Node.
+type Node interface {
+	ID() string
+	IsLeader() bool
+	Leader() (id, apiAddr string, err error)
+	Limits() lease.Limits
+	Do(ctx context.Context, ops ...lease.Op) ([]lease.Result, error)
+	Do1(ctx context.Context, op lease.Op) (lease.Result, error)
+	Acquire(ctx context.Context, op lease.Op) (lease.Result, error)
+	Watch(prefix string) (*node.Watch, error)
+	Status() node.Status
+	Join(ctx context.Context, id, raftAddr, apiAddr string) error
+	Leave(ctx context.Context, id string) error
+	TransferLeadership(ctx context.Context, id string) (string, error)
+}
+
+var _ Node = (*node.Node)(nil)
+
+// Config configures a Server.
+type Config struct {
+	// Node serves the requests. Required.
+	Node Node
+	// Logger receives request logs. Default slog.Default().
+	Logger *slog.Logger
+	// Registry receives the server's metrics and is served at /metrics.
+	// Nil creates a new registry with the Go and process collectors.
+	Registry *prometheus.Registry
+	// ForwardTimeout bounds a request forwarded to the leader when the
+	// caller set no deadline. Default 30s.
+	ForwardTimeout time.Duration
+}
+
+// Server implements the three services.
+type Server struct {
+	node    Node
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	fwd     *forwarder
+	metrics *metrics
+	mux     *http.ServeMux
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Node == nil {
+		return nil, errors.New("server: a node is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = NewRegistry()
+	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = 30 * time.Second
+	}
+	s := &Server{
+		node: cfg.Node,
+		log:  cfg.Logger,
+		reg:  cfg.Registry,
+		fwd:  newForwarder(cfg.ForwardTimeout),
+	}
+	s.metrics = newMetrics(cfg.Registry, cfg.Node)
+	opts := connect.WithInterceptors(s.metrics.interceptor())
+	mux := http.NewServeMux()
+	mux.Handle(tenurev1connect.NewLeaseServiceHandler(&leaseService{s}, opts))
+	mux.Handle(tenurev1connect.NewKVServiceHandler(&kvService{s}, opts))
+	mux.Handle(tenurev1connect.NewClusterServiceHandler(&clusterService{s}, opts))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	s.mux = mux
+	return s, nil
+}
+
+// NewRegistry returns a registry with the Go runtime and process collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Handler returns the HTTP handler for the API, health and metrics.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Close releases the server's connections to other nodes.
+func (s *Server) Close() { s.fwd.close() }
+
+// NewHTTPServer returns an http.Server for h that speaks HTTP/1.1 and
+// cleartext HTTP/2 (what gRPC clients use).
+func NewHTTPServer(addr string, h http.Handler) *http.Server {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		Protocols:         &p,
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.node.IsLeader() {
+		w.Write([]byte("ok: leader\n"))
+		return
+	}
+	if id, _, err := s.node.Leader(); err == nil {
+		w.Write([]byte("ok: following " + id + "\n"))
+		return
+	}
+	http.Error(w, "not ready: no leader", http.StatusServiceUnavailable)
+}
+
+// toConnect maps an error from the node or the state machine to a Connect
+// error.
+func toConnect(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, node.ErrNotLeader), errors.Is(err, node.ErrNoLeader),
+		errors.Is(err, node.ErrIndeterminate), errors.Is(err, node.ErrClosed),
+		errors.Is(err, node.ErrWatchLagged):
+		return connect.NewError(connect.CodeUnavailable, err)
+	}
+	return wire.ToConnectError(err)
+}
+
+func invalid(err error) error {
+	return connect.NewError(connect.CodeInvalidArgument, err)
+}
