@@ -455,3 +455,16 @@ func (h *expiryHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
+
+// Leases returns the stored leases whose names start with prefix, sorted by
+// name, without settling them: some may have expired by cluster time but
+// not yet been freed by an OpExpire. It does not change the state.
+func (s *State) Leases(prefix string) []Lease {
+	var out []Lease
+	for _, name := range sortedKeys(s.leases) {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, *s.leases[name])
+		}
+	}
+	return out
+}
