@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
+	"github.com/tenure-io/tenure/internal/wire"
 )
 
 // forwardedHeader marks a request a follower forwarded to the leader. A
@@ -99,14 +101,17 @@ func forward[Req, Res any](ctx context.Context, s *Server, req *connect.Request[
 	out.Header().Set(forwardedHeader, s.node.ID())
 	res, err := call(ctx, out)
 	if err != nil {
-		var ce *connect.Error
-		if errors.As(err, &ce) {
-			if ce.Code() == connect.CodeUnknown || ce.Code() == connect.CodeUnavailable {
-				return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("server: forwarding to the leader: %w", err))
-			}
+		if ce, ok := errors.AsType[*connect.Error](err); ok && connect.IsWireError(ce) {
+			// The leader answered: pass its error on as it is.
 			return nil, ce
 		}
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("server: forwarding to the leader: %w", err))
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("server: forwarding to the leader: %w", err))
+		}
+		// The request may have reached the leader before the connection
+		// broke.
+		return nil, wire.Indeterminate(fmt.Errorf("server: forwarding to the leader: %w", err))
 	}
 	return connect.NewResponse(res.Msg), nil
 }

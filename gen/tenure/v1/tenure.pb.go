@@ -171,15 +171,20 @@ func (x *Lease) GetRemaining() *durationpb.Duration {
 	return nil
 }
 
-// ErrorDetail is attached to failed_precondition and not_found errors.
+// ErrorDetail is attached to failed_precondition and not_found errors, and
+// to unavailable errors whose request may have been applied.
 type ErrorDetail struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// LEASE_HELD, STALE_TOKEN or NOT_FOUND.
+	// LEASE_HELD, STALE_TOKEN, NOT_FOUND, or INDETERMINATE (unavailable: the
+	// leader changed while the request was in flight; it may or may not have
+	// been applied).
 	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	// For LEASE_HELD: the current holder, its token and remaining time.
-	Holder        string               `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
-	Token         uint64               `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
-	Remaining     *durationpb.Duration `protobuf:"bytes,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Holder    string               `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	Token     uint64               `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Remaining *durationpb.Duration `protobuf:"bytes,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// For LEASE_HELD: the name of the lease.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +245,13 @@ func (x *ErrorDetail) GetRemaining() *durationpb.Duration {
 		return x.Remaining
 	}
 	return nil
+}
+
+func (x *ErrorDetail) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
 }
 
 type AcquireRequest struct {
@@ -1876,12 +1888,13 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12+\n" +
 	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x127\n" +
-	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\"\x8c\x01\n" +
+	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\"\xa0\x01\n" +
 	"\vErrorDetail\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x127\n" +
-	"\tremaining\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tremaining\"\xbb\x01\n" +
+	"\tremaining\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\"\xbb\x01\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12+\n" +

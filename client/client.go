@@ -1,0 +1,180 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
+	"github.com/tenure-io/tenure/internal/wire"
+)
+
+// Client talks to a tenure cluster. It is safe for concurrent use.
+type Client struct {
+	cfg       Config
+	endpoints []*endpoint
+	// cur is the index of the endpoint tried first: the last one that
+	// served a request.
+	cur atomic.Int64
+	// transport is the Client's own, closed by Close; nil when the caller
+	// supplied the HTTP client.
+	transport *http.Transport
+}
+
+// endpoint holds the Connect clients of one cluster member.
+type endpoint struct {
+	addr    string
+	lease   tenurev1connect.LeaseServiceClient
+	kv      tenurev1connect.KVServiceClient
+	cluster tenurev1connect.ClusterServiceClient
+}
+
+// New returns a Client for cfg. It does not connect: connections are opened
+// by the first requests.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c := &Client{cfg: cfg}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		c.transport = newTransport(cfg.DialTimeout)
+		hc = &http.Client{Transport: c.transport}
+	}
+	for _, e := range cfg.Endpoints {
+		addr, err := normalizeEndpoint(e)
+		if err != nil {
+			return nil, err
+		}
+		base := "http://" + addr
+		c.endpoints = append(c.endpoints, &endpoint{
+			addr:    addr,
+			lease:   tenurev1connect.NewLeaseServiceClient(hc, base, connect.WithGRPC()),
+			kv:      tenurev1connect.NewKVServiceClient(hc, base, connect.WithGRPC()),
+			cluster: tenurev1connect.NewClusterServiceClient(hc, base, connect.WithGRPC()),
+		})
+	}
+	return c, nil
+}
+
+// newTransport returns a transport that speaks HTTP/2 without TLS (h2c
+// with prior knowledge), as the gRPC protocol needs, and pings idle
+// connections so a dead server is noticed even by a quiet watch.
+func newTransport(dialTimeout time.Duration) *http.Transport {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Protocols:   &p,
+		DialContext: d.DialContext,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: 10 * time.Second,
+			PingTimeout:     5 * time.Second,
+		},
+	}
+}
+
+// Close closes the Client's idle connections. It does not end watches:
+// cancel their contexts. Close always returns nil.
+func (c *Client) Close() error {
+	if c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Endpoints returns the endpoints as host:port, in the configured order.
+func (c *Client) Endpoints() []string {
+	out := make([]string, len(c.endpoints))
+	for i, e := range c.endpoints {
+		out[i] = e.addr
+	}
+	return out
+}
+
+// call runs attempt at one endpoint after another, starting with the last
+// one that worked, until an attempt succeeds, fails in a way retrying
+// cannot fix, or ctx ends. After every endpoint failed once it pauses
+// (RetryBackoff, doubling up to MaxRetryBackoff). The error it returns is
+// mapped with wire.FromConnectError.
+func (c *Client) call(ctx context.Context, p retryPolicy, attempt func(context.Context, *endpoint) error) error {
+	n := len(c.endpoints)
+	i := int(c.cur.Load())
+	backoff := c.cfg.RetryBackoff
+	failures := 0
+	var last error
+	for {
+		if ctx.Err() != nil {
+			return c.gaveUp(ctx, failures, last)
+		}
+		ep := c.endpoints[i]
+		err := attempt(ctx, ep)
+		if err == nil {
+			c.cur.Store(int64(i))
+			return nil
+		}
+		switch classify(ctx, err, p) {
+		case giveUp:
+			if ctx.Err() != nil && failures > 0 {
+				// Interrupted by the caller's context: the earlier
+				// failures say more than this attempt's context error.
+				return c.gaveUp(ctx, failures, last)
+			}
+			return wire.FromConnectError(err)
+		case indeterminate:
+			return fmt.Errorf("%w: %s: %w", ErrIndeterminate, ep.addr, wire.FromConnectError(err))
+		}
+		last = fmt.Errorf("%s: %w", ep.addr, err)
+		failures++
+		i = (i + 1) % n
+		if failures%n != 0 {
+			continue
+		}
+		if !sleep(ctx, backoff) {
+			return c.gaveUp(ctx, failures, last)
+		}
+		backoff = min(2*backoff, c.cfg.MaxRetryBackoff)
+	}
+}
+
+// gaveUp returns the error of a call whose context ended after failures
+// failed attempts.
+func (c *Client) gaveUp(ctx context.Context, failures int, last error) error {
+	cause := context.Cause(ctx)
+	if failures == 0 {
+		return fmt.Errorf("client: %w", cause)
+	}
+	return &unavailableError{attempts: failures, last: last, cause: cause}
+}
+
+// unary calls one unary method with msg, each attempt bounded by timeout
+// (none if 0). It returns the response and the time the successful attempt
+// was sent.
+func unary[Req, Res any](ctx context.Context, c *Client, p retryPolicy, timeout time.Duration, msg *Req,
+	method func(*endpoint) func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (*Res, time.Time, error) {
+	var (
+		res  *Res
+		sent time.Time
+	)
+	err := c.call(ctx, p, func(ctx context.Context, ep *endpoint) error {
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		sent = time.Now()
+		r, err := method(ep)(ctx, connect.NewRequest(msg))
+		if err != nil {
+			return err
+		}
+		res = r.Msg
+		return nil
+	})
+	return res, sent, err
+}

@@ -1,0 +1,127 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+)
+
+// Status is one member's view of the cluster.
+type Status struct {
+	// Endpoint is the endpoint that answered (host:port).
+	Endpoint string
+	NodeID   string
+	// State is leader, follower, candidate or shutdown.
+	State         string
+	LeaderID      string
+	LeaderAddress string
+	Term          uint64
+	AppliedIndex  uint64
+	CommitIndex   uint64
+	LastIndex     uint64
+	Members       []Member
+	// ClusterTime is the cluster time of the last applied entry.
+	ClusterTime time.Duration
+	// MinTTL is the shortest TTL the cluster accepts.
+	MinTTL time.Duration
+	// Leases is the number of live leases.
+	Leases uint64
+	// LastToken is the highest fencing token granted so far.
+	LastToken uint64
+}
+
+// Member is one member of the cluster.
+type Member struct {
+	ID          string
+	RaftAddress string
+	APIAddress  string
+	// Suffrage is voter or nonvoter.
+	Suffrage string
+	Leader   bool
+}
+
+func membersFromProto(ms []*tenurev1.Member) []Member {
+	out := make([]Member, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, Member{
+			ID:          m.GetId(),
+			RaftAddress: m.GetRaftAddress(),
+			APIAddress:  m.GetApiAddress(),
+			Suffrage:    m.GetSuffrage(),
+			Leader:      m.GetLeader(),
+		})
+	}
+	return out
+}
+
+// Status returns the view of the first endpoint that answers (the last
+// one that worked, if any). Status is answered by the member itself, not
+// forwarded to the leader.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var answered string
+	res, _, err := unary(ctx, c, retryAlways, c.cfg.RequestTimeout, &tenurev1.StatusRequest{},
+		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.StatusRequest]) (*connect.Response[tenurev1.StatusResponse], error) {
+			answered = ep.addr
+			return ep.cluster.Status
+		})
+	if err != nil {
+		return Status{}, err
+	}
+	return Status{
+		Endpoint:      answered,
+		NodeID:        res.GetNodeId(),
+		State:         res.GetState(),
+		LeaderID:      res.GetLeaderId(),
+		LeaderAddress: res.GetLeaderAddress(),
+		Term:          res.GetTerm(),
+		AppliedIndex:  res.GetAppliedIndex(),
+		CommitIndex:   res.GetCommitIndex(),
+		LastIndex:     res.GetLastIndex(),
+		Members:       membersFromProto(res.GetMembers()),
+		ClusterTime:   res.GetClusterTime().AsDuration(),
+		MinTTL:        res.GetMinTtl().AsDuration(),
+		Leases:        res.GetLeases(),
+		LastToken:     res.GetLastToken(),
+	}, nil
+}
+
+// Join adds a node to the cluster as a voter: its ID, raft address and API
+// address. It returns the members after the change. Like the other
+// membership calls it is not retried once possibly delivered.
+func (c *Client) Join(ctx context.Context, nodeID, raftAddr, apiAddr string) ([]Member, error) {
+	res, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout,
+		&tenurev1.JoinRequest{NodeId: nodeID, RaftAddress: raftAddr, ApiAddress: apiAddr},
+		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.JoinRequest]) (*connect.Response[tenurev1.JoinResponse], error) {
+			return ep.cluster.Join
+		})
+	if err != nil {
+		return nil, err
+	}
+	return membersFromProto(res.GetMembers()), nil
+}
+
+// Leave removes the node nodeID from the cluster.
+func (c *Client) Leave(ctx context.Context, nodeID string) error {
+	_, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout, &tenurev1.LeaveRequest{NodeId: nodeID},
+		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.LeaveRequest]) (*connect.Response[tenurev1.LeaveResponse], error) {
+			return ep.cluster.Leave
+		})
+	return err
+}
+
+// TransferLeadership asks the leader to hand over to nodeID (the empty ID
+// lets raft pick the most up-to-date follower) and returns the new
+// leader's ID.
+func (c *Client) TransferLeadership(ctx context.Context, nodeID string) (string, error) {
+	res, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout, &tenurev1.TransferLeadershipRequest{NodeId: nodeID},
+		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.TransferLeadershipRequest]) (*connect.Response[tenurev1.TransferLeadershipResponse], error) {
+			return ep.cluster.TransferLeadership
+		})
+	if err != nil {
+		return "", err
+	}
+	return res.GetLeaderId(), nil
+}

@@ -1,0 +1,109 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Config configures a Client.
+type Config struct {
+	// Endpoints are the API addresses of cluster members, as host:port
+	// (an http:// prefix is accepted). Any member serves any request:
+	// followers forward to the leader. Required.
+	Endpoints []string
+	// DialTimeout bounds opening a connection to one endpoint. Ignored when
+	// HTTPClient is set. Default 2s.
+	DialTimeout time.Duration
+	// RequestTimeout bounds one attempt of a request at one endpoint; the
+	// caller's context bounds the whole call with its retries. An Acquire
+	// that waits gets its wait timeout on top. Default 5s.
+	RequestTimeout time.Duration
+	// RetryBackoff is the pause after every endpoint failed once; it doubles
+	// after each round up to MaxRetryBackoff. Default 50ms.
+	RetryBackoff time.Duration
+	// MaxRetryBackoff caps the pause between rounds of retries. Default 1s.
+	MaxRetryBackoff time.Duration
+	// HTTPClient carries the requests. It must speak HTTP/2 to plain-text
+	// endpoints (the gRPC protocol needs HTTP/2). Nil means a client of the
+	// Client's own that speaks cleartext HTTP/2 (h2c) and is closed by
+	// Close.
+	HTTPClient *http.Client
+}
+
+// DefaultConfig returns a Config with the defaults and the local endpoint
+// 127.0.0.1:7400 that tenured listens on by default.
+func DefaultConfig() Config {
+	return Config{
+		Endpoints:       []string{"127.0.0.1:7400"},
+		DialTimeout:     2 * time.Second,
+		RequestTimeout:  5 * time.Second,
+		RetryBackoff:    50 * time.Millisecond,
+		MaxRetryBackoff: time.Second,
+	}
+}
+
+// withDefaults returns c with zero durations replaced by the defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.DialTimeout == 0 {
+		c.DialTimeout = d.DialTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = d.RequestTimeout
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = d.RetryBackoff
+	}
+	if c.MaxRetryBackoff == 0 {
+		c.MaxRetryBackoff = d.MaxRetryBackoff
+	}
+	return c
+}
+
+// Validate reports whether c is usable. Zero durations are fine (they
+// mean the defaults); negative ones are not.
+func (c Config) Validate() error {
+	if len(c.Endpoints) == 0 {
+		return errors.New("client: no endpoints")
+	}
+	for _, e := range c.Endpoints {
+		if _, err := normalizeEndpoint(e); err != nil {
+			return err
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"DialTimeout", c.DialTimeout},
+		{"RequestTimeout", c.RequestTimeout},
+		{"RetryBackoff", c.RetryBackoff},
+		{"MaxRetryBackoff", c.MaxRetryBackoff},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("client: %s is negative (%s)", d.name, d.v)
+		}
+	}
+	return nil
+}
+
+// normalizeEndpoint returns e as host:port.
+func normalizeEndpoint(e string) (string, error) {
+	addr := strings.TrimSpace(e)
+	if strings.HasPrefix(addr, "https://") {
+		return "", fmt.Errorf("client: endpoint %q: TLS is not supported yet, use host:port", e)
+	}
+	addr = strings.TrimPrefix(addr, "http://")
+	addr = strings.TrimSuffix(addr, "/")
+	if addr == "" {
+		return "", fmt.Errorf("client: empty endpoint")
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return "", fmt.Errorf("client: endpoint %q is not host:port", e)
+	}
+	return addr, nil
+}

@@ -1,0 +1,54 @@
+// Package client is the Go client of a tenure cluster: leases with fencing
+// tokens, the fenced key-value store and cluster administration.
+//
+// A Client is given the API addresses of some members (any member serves
+// any request; followers forward to the leader) and speaks gRPC to them
+// over cleartext HTTP/2:
+//
+//	c, err := client.New(client.Config{Endpoints: []string{"10.0.0.1:7400", "10.0.0.2:7400"}})
+//	...
+//	l, err := c.Acquire(ctx, "jobs/nightly", "worker-1", 10*time.Second)
+//	if errors.Is(err, client.ErrLeaseHeld) { ... }
+//	_, err = c.Put(ctx, "jobs/nightly/state", data, l.Name, l.Token)
+//
+// # Fencing
+//
+// A lock with a timeout alone does not keep data safe: a holder that
+// paused (GC, VM stall, slow network) past its lease still writes when it
+// wakes up. The token does: every grant has a token larger than all
+// before it, and storage refuses writes carrying an older one. Pass
+// Lease.Token with every write the lease protects (Put and Delete here, or
+// a guard of package fence for outside storage).
+//
+// # Failover and retries
+//
+// The client tries the endpoint that served it last; when an endpoint
+// cannot be reached or answers unavailable (no leader, no quorum), it moves
+// on to the next, pausing between rounds (50ms doubling up to 1s by
+// default), until the call succeeds or the caller's context ends; then the
+// error matches ErrUnavailable. Each attempt is bounded by
+// Config.RequestTimeout. Errors that retrying cannot fix (invalid
+// argument, held, stale token, not found) are returned at once.
+//
+// Reads, Acquire and Renew are retried even when an attempt may have
+// reached the server, because repeating them is harmless: acquiring again
+// by the same holder renews with the same token. Release, Put, Delete and
+// the membership calls are retried only when the request certainly was not
+// applied (the connection could not be opened, or the server answered
+// unavailable); otherwise they fail with ErrIndeterminate. A Put retried
+// after it had applied could be refused as stale, which would report a
+// write that happened as one that did not.
+//
+// One caveat: the server also answers unavailable when it lost the
+// leadership while a proposal was in flight, which may have applied. A Put
+// retried then writes again with the same token (harmless), or, if a newer
+// grant wrote the key in between, is refused with ErrStaleToken although
+// the first attempt wrote.
+//
+// # Errors
+//
+// Errors from the server keep its message and match the sentinels of the
+// lease package (re-exported here) with errors.Is; a held lease is a
+// *HeldError with the holder, its token and remaining time. The
+// *connect.Error underneath stays reachable, so connect.CodeOf works.
+package client

@@ -1,0 +1,120 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"connectrpc.com/connect"
+
+	"github.com/tenure-io/tenure/internal/wire"
+	"github.com/tenure-io/tenure/lease"
+)
+
+// The errors of the lease package are the errors of the client: an error
+// the server reports arrives as one that errors.Is matches against the same
+// sentinel, and keeps the server's message.
+var (
+	// ErrLeaseHeld is matched by the error of Acquire when another holder
+	// has a live grant of the name (also when Wait timed out). errors.As
+	// with a *HeldError gives the holder, its token and remaining time.
+	ErrLeaseHeld = lease.ErrHeld
+	// ErrStaleToken is matched by the error of Renew, Release, Put and
+	// Delete when the token is not the current, unexpired grant of the
+	// lease (released, expired, or granted again since), or when a newer
+	// token already wrote the key.
+	ErrStaleToken = lease.ErrStaleToken
+	// ErrNotFound is matched by the error of Get when the name has no live
+	// lease and of KVGet when the key holds no value.
+	ErrNotFound = lease.ErrNotFound
+	// ErrInvalid is matched by the error of any call the server rejected as
+	// malformed: an empty or oversized name, a TTL out of bounds, a value
+	// over the limit.
+	ErrInvalid = lease.ErrInvalid
+	// ErrUnavailable is matched when the caller's context ended while the
+	// client was still retrying because no endpoint could serve the
+	// request (unreachable, no leader, no quorum). The error also unwraps
+	// to the last endpoint's error and to the context's error.
+	ErrUnavailable = errors.New("client: no endpoint could serve the request")
+	// ErrIndeterminate is matched when a Release, Put, Delete, Join, Leave
+	// or TransferLeadership was possibly delivered but its outcome is
+	// unknown (the connection broke or the attempt timed out after the
+	// request was sent). Such requests are not retried: a repeated Put
+	// could be refused as stale after the first one applied. Read the
+	// state (Get, KVGet) to find out.
+	ErrIndeterminate = errors.New("client: the request may or may not have been applied")
+)
+
+// HeldError reports that a lease is held by another holder: its holder,
+// token and remaining time.
+type HeldError = lease.HeldError
+
+// retryPolicy says when a failed attempt may be repeated.
+type retryPolicy uint8
+
+const (
+	// retryAlways: repeating the request is harmless, so every attempt
+	// that did not get an answer is retried. Reads are, and so are Acquire
+	// (the same holder acquiring again renews, with the same token) and
+	// Renew.
+	retryAlways retryPolicy = iota
+	// retryUnsent: the request is retried only when it certainly was not
+	// applied: the connection could not be opened, or the server answered
+	// unavailable (not the leader, no leader).
+	retryUnsent
+)
+
+// outcome is what to do after a failed attempt.
+type outcome uint8
+
+const (
+	giveUp        outcome = iota // return the error
+	tryNext                      // try the next endpoint
+	indeterminate                // report ErrIndeterminate
+)
+
+// classify decides what to do after attempt error err; parent is the
+// caller's context (not the attempt's).
+func classify(parent context.Context, err error, p retryPolicy) outcome {
+	if parent.Err() != nil {
+		return giveUp
+	}
+	code := connect.CodeOf(err)
+	switch {
+	case code == connect.CodeUnavailable && connect.IsWireError(err) && !wire.IsIndeterminate(err):
+		// The server itself refused: not the leader, no leader, forwarding
+		// failed before the leader took the request.
+		return tryNext
+	case isDialError(err):
+		return tryNext
+	case code == connect.CodeUnavailable, code == connect.CodeDeadlineExceeded:
+		// The connection broke, or the attempt's own deadline passed (the
+		// caller's has not): the request may have been applied.
+		if p == retryAlways {
+			return tryNext
+		}
+		return indeterminate
+	}
+	return giveUp
+}
+
+// isDialError reports whether err is a failure to open a connection, so
+// the request never left.
+func isDialError(err error) bool {
+	op, ok := errors.AsType[*net.OpError](err)
+	return ok && op.Op == "dial"
+}
+
+// unavailableError ends a call whose context ended while it was retrying.
+type unavailableError struct {
+	attempts int
+	last     error
+	cause    error
+}
+
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("%s (%d attempts, last: %v)", ErrUnavailable, e.attempts, e.last)
+}
+
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.last, e.cause} }

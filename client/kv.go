@@ -1,0 +1,74 @@
+package client
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+)
+
+// KV is one value of the fenced key-value store.
+type KV struct {
+	Key   string
+	Value []byte
+	// Lease and Token name the grant that wrote the value.
+	Lease string
+	Token uint64
+	// Revision is the store revision at which the value was written.
+	Revision uint64
+}
+
+// Put writes value under key, fenced by the grant (leaseName, token): the
+// server accepts it only while token is the current, unexpired grant of
+// leaseName and no higher token has written key. Otherwise the error
+// matches ErrStaleToken. It returns the store revision of the write.
+//
+// A Put that may have been delivered is not retried: a retry of a write
+// that did apply could be refused as stale once a newer grant wrote the
+// key, which would misreport the outcome. Such a Put fails with an error
+// matching ErrIndeterminate; read the key to find out.
+func (c *Client) Put(ctx context.Context, key string, value []byte, leaseName string, token uint64) (uint64, error) {
+	res, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout,
+		&tenurev1.KVPutRequest{Key: key, Value: value, Lease: leaseName, Token: token},
+		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.KVPutRequest]) (*connect.Response[tenurev1.KVPutResponse], error) {
+			return ep.kv.Put
+		})
+	if err != nil {
+		return 0, err
+	}
+	return res.GetRevision(), nil
+}
+
+// KVGet returns the value of key, or an error matching ErrNotFound if the
+// key holds none.
+func (c *Client) KVGet(ctx context.Context, key string) (KV, error) {
+	res, _, err := unary(ctx, c, retryAlways, c.cfg.RequestTimeout, &tenurev1.KVGetRequest{Key: key},
+		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.KVGetRequest]) (*connect.Response[tenurev1.KVGetResponse], error) {
+			return ep.kv.Get
+		})
+	if err != nil {
+		return KV{}, err
+	}
+	return KV{
+		Key:      res.GetKey(),
+		Value:    res.GetValue(),
+		Lease:    res.GetLease(),
+		Token:    res.GetToken(),
+		Revision: res.GetRevision(),
+	}, nil
+}
+
+// Delete removes key, fenced like Put, and returns the store revision of
+// the deletion. Like Put it is not retried once possibly delivered.
+func (c *Client) Delete(ctx context.Context, key, leaseName string, token uint64) (uint64, error) {
+	res, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout,
+		&tenurev1.KVDeleteRequest{Key: key, Lease: leaseName, Token: token},
+		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.KVDeleteRequest]) (*connect.Response[tenurev1.KVDeleteResponse], error) {
+			return ep.kv.Delete
+		})
+	if err != nil {
+		return 0, err
+	}
+	return res.GetRevision(), nil
+}

@@ -1,0 +1,226 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/internal/wire"
+	"github.com/tenure-io/tenure/lease"
+)
+
+// Lease is one grant of a named lease, as the server reported it.
+type Lease struct {
+	Name   string
+	Holder string
+	// Token is the fencing token of the grant: larger than every token
+	// granted before it, the same across renewals. Pass it with every
+	// write the lease protects.
+	Token uint64
+	// TTL is how much every renewal extends the lease.
+	TTL time.Duration
+	// Remaining is the time the lease had left when the server applied the
+	// request.
+	Remaining time.Duration
+	// Sent is when the request that returned the lease was sent, on the
+	// local clock (with its monotonic reading). The lease expires no
+	// earlier than Sent + Remaining measured at the cluster's clock rate;
+	// a holder's local deadline is derived from it with a drift allowance
+	// and a safety margin.
+	Sent time.Time
+}
+
+func leaseFromProto(p *tenurev1.Lease, sent time.Time) Lease {
+	l := wire.LeaseFromProto(p)
+	return Lease{
+		Name:      l.Name,
+		Holder:    l.Holder,
+		Token:     l.Token,
+		TTL:       l.TTL,
+		Remaining: p.GetRemaining().AsDuration(),
+		Sent:      sent,
+	}
+}
+
+// Ref names one grant: a lease name and the token it was granted with.
+type Ref = lease.Ref
+
+// AcquireOption changes how Acquire behaves.
+type AcquireOption func(*acquireOptions)
+
+type acquireOptions struct {
+	wait    bool
+	timeout time.Duration
+}
+
+// Wait makes Acquire queue on the server (first come, first served) when
+// the lease is held, until it is granted or timeout passes; then Acquire
+// fails with ErrLeaseHeld. A timeout of 0 waits as long as the server
+// allows (5m by default). If the client has to retry on another endpoint,
+// it waits only for what is left of timeout (and queues again at the
+// back).
+func Wait(timeout time.Duration) AcquireOption {
+	return func(o *acquireOptions) {
+		o.wait = true
+		o.timeout = timeout
+	}
+}
+
+// Acquire grants the lease name to holder for ttl, or renews it if holder
+// already holds it (same token). If another holder has it, the error
+// matches ErrLeaseHeld and is a *HeldError naming that holder.
+//
+// Acquire retries on other endpoints while the cluster is unavailable:
+// that is safe because acquiring again by the same holder is a renewal.
+func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Duration, opts ...AcquireOption) (Lease, error) {
+	var o acquireOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var waitUntil time.Time
+	if o.wait && o.timeout > 0 {
+		waitUntil = time.Now().Add(o.timeout)
+	}
+	var (
+		res  *tenurev1.AcquireResponse
+		sent time.Time
+	)
+	err := c.call(ctx, retryAlways, func(ctx context.Context, ep *endpoint) error {
+		req := &tenurev1.AcquireRequest{Name: name, Holder: holder, Ttl: durationpb.New(ttl), Wait: o.wait}
+		timeout := c.cfg.RequestTimeout
+		if o.wait {
+			if waitUntil.IsZero() {
+				timeout = 0 // bounded by the server's maximum wait and ctx
+			} else if left := time.Until(waitUntil); left > 0 {
+				req.WaitTimeout = durationpb.New(left)
+				timeout += left
+			} else {
+				req.Wait = false // no time left: one plain try
+			}
+		}
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		sent = time.Now()
+		r, err := ep.lease.Acquire(ctx, connect.NewRequest(req))
+		if err != nil {
+			return err
+		}
+		res = r.Msg
+		return nil
+	})
+	if err != nil {
+		return Lease{}, nameHeld(err, name)
+	}
+	return leaseFromProto(res.GetLease(), sent), nil
+}
+
+// nameHeld fills in the lease name of a *HeldError from the server, whose
+// details do not carry it.
+func nameHeld(err error, name string) error {
+	if he, ok := errors.AsType[*HeldError](err); ok && he.Name == "" {
+		he.Name = name
+	}
+	return err
+}
+
+// RenewResult is the outcome of renewing one lease.
+type RenewResult struct {
+	Ref Ref
+	// Lease is the renewed grant when Err is nil.
+	Lease Lease
+	// Err matches ErrStaleToken when the lease was released, expired or
+	// granted again since Ref.Token was issued.
+	Err error
+}
+
+// Renew extends the leases named by refs by their TTLs, in one request
+// (and one raft entry). It returns one result per ref, in order; a lease
+// that could not be renewed has its error in its result, and the returned
+// error is only for the request as a whole (bad input, no cluster).
+// Renewals are retried on other endpoints: renewing twice is harmless.
+func (c *Client) Renew(ctx context.Context, refs ...Ref) ([]RenewResult, error) {
+	req := &tenurev1.RenewRequest{}
+	for _, r := range refs {
+		req.Leases = append(req.Leases, &tenurev1.LeaseRef{Name: r.Name, Token: r.Token})
+	}
+	res, sent, err := unary(ctx, c, retryAlways, c.cfg.RequestTimeout, req,
+		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
+			return ep.lease.Renew
+		})
+	if err != nil {
+		return nil, err
+	}
+	if len(res.GetResults()) != len(refs) {
+		return nil, fmt.Errorf("client: renew of %d leases returned %d results", len(refs), len(res.GetResults()))
+	}
+	out := make([]RenewResult, len(refs))
+	for i, r := range res.GetResults() {
+		out[i] = RenewResult{
+			Ref: Ref{Name: r.GetName(), Token: r.GetToken()},
+			Err: wire.ReasonError(r.GetReason(), r.GetMessage()),
+		}
+		if out[i].Err == nil {
+			out[i].Lease = leaseFromProto(r.GetLease(), sent)
+		}
+	}
+	return out, nil
+}
+
+// RenewOne renews one lease; see Renew.
+func (c *Client) RenewOne(ctx context.Context, name string, token uint64) (Lease, error) {
+	res, err := c.Renew(ctx, Ref{Name: name, Token: token})
+	if err != nil {
+		return Lease{}, err
+	}
+	return res[0].Lease, res[0].Err
+}
+
+// Release ends the grant of name with token, so the lease is free (or goes
+// to the first waiter) at once. Releasing with a token that is no longer
+// the current grant fails with ErrStaleToken. A release that may have been
+// delivered is not retried (see ErrIndeterminate).
+func (c *Client) Release(ctx context.Context, name string, token uint64) error {
+	_, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout, &tenurev1.ReleaseRequest{Name: name, Token: token},
+		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.ReleaseRequest]) (*connect.Response[tenurev1.ReleaseResponse], error) {
+			return ep.lease.Release
+		})
+	return err
+}
+
+// Get returns the live grant of name, or an error matching ErrNotFound if
+// it has none.
+func (c *Client) Get(ctx context.Context, name string) (Lease, error) {
+	res, sent, err := unary(ctx, c, retryAlways, c.cfg.RequestTimeout, &tenurev1.GetRequest{Name: name},
+		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.GetRequest]) (*connect.Response[tenurev1.GetResponse], error) {
+			return ep.lease.Get
+		})
+	if err != nil {
+		return Lease{}, err
+	}
+	return leaseFromProto(res.GetLease(), sent), nil
+}
+
+// List returns the live leases whose names start with prefix, sorted by
+// name. The empty prefix lists all.
+func (c *Client) List(ctx context.Context, prefix string) ([]Lease, error) {
+	res, sent, err := unary(ctx, c, retryAlways, c.cfg.RequestTimeout, &tenurev1.ListRequest{Prefix: prefix},
+		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.ListRequest]) (*connect.Response[tenurev1.ListResponse], error) {
+			return ep.lease.List
+		})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Lease, 0, len(res.GetLeases()))
+	for _, l := range res.GetLeases() {
+		out = append(out, leaseFromProto(l, sent))
+	}
+	return out, nil
+}

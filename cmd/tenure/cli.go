@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tenure-io/tenure/client"
+)
+
+const defaultEndpoint = "127.0.0.1:7400"
+
+const topUsage = `Usage: tenure [global flags] COMMAND [ARGS] [flags]
+
+Commands:
+  acquire NAME [--holder H] [--ttl 10s] [--wait [--timeout 30s]]
+  renew NAME --token T
+  release NAME --token T
+  get NAME
+  list [PREFIX]
+  watch [PREFIX]
+  status
+  kv put KEY VALUE --lease NAME --token T
+  kv get KEY
+  kv delete KEY --lease NAME --token T
+
+Global flags (before or after the command):
+  --endpoints ADDRS      comma-separated API addresses (env TENURE_ENDPOINTS,
+                         default 127.0.0.1:7400)
+  -o, --output FORMAT    text or json (one JSON object per line)
+  --request-timeout D    how long to keep trying an unreachable cluster
+                         (default 5s; acquire --wait adds its timeout)
+
+Exit codes: 0 ok, 1 failure (unreachable, not found), 2 bad usage or invalid
+argument, 3 held by another holder, 4 rejected by fencing (stale token).
+
+Run 'tenure COMMAND -h' for the flags of a command.
+`
+
+// app is one run of the CLI.
+type app struct {
+	stdout, stderr io.Writer
+	env            func(string) string
+	g              globals
+}
+
+// globals are the flags every command accepts.
+type globals struct {
+	endpoints      string
+	output         string
+	requestTimeout time.Duration
+}
+
+// register adds the global flags to fs, with their current values as
+// defaults, so values given before the command carry over.
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.endpoints, "endpoints", g.endpoints, "comma-separated API `addresses` of cluster members (env TENURE_ENDPOINTS)")
+	fs.StringVar(&g.output, "o", g.output, "output `format`: text or json")
+	fs.StringVar(&g.output, "output", g.output, "output `format`: text or json")
+	fs.DurationVar(&g.requestTimeout, "request-timeout", g.requestTimeout, "how long to keep trying an unreachable cluster")
+}
+
+func (g *globals) check() error {
+	if g.output != "text" && g.output != "json" {
+		return fmt.Errorf("--output must be text or json, got %q", g.output)
+	}
+	if g.requestTimeout <= 0 {
+		return fmt.Errorf("--request-timeout must be positive, got %s", g.requestTimeout)
+	}
+	if len(g.endpointList()) == 0 {
+		return errors.New("--endpoints is empty")
+	}
+	return nil
+}
+
+func (g *globals) endpointList() []string {
+	var out []string
+	for _, e := range strings.Split(g.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// run runs the CLI with args (without the program name) and returns the
+// exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) int {
+	a := &app{stdout: stdout, stderr: stderr, env: env}
+	a.g.endpoints = env("TENURE_ENDPOINTS")
+	if a.g.endpoints == "" {
+		a.g.endpoints = defaultEndpoint
+	}
+	a.g.output = "text"
+	a.g.requestTimeout = 5 * time.Second
+
+	err := a.dispatch(ctx, args)
+	if h, ok := errors.AsType[*helpRequest](err); ok {
+		fmt.Fprint(stdout, h.usage)
+		return exitOK
+	}
+	if err != nil {
+		report(stderr, err)
+	}
+	return exitCode(err)
+}
+
+func (a *app) dispatch(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("tenure", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	a.g.register(fs)
+	// No reordering here: the first positional argument is the command.
+	if err := fs.Parse(args); err != nil {
+		return flagError(err, topUsage)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return &usageError{msg: "no command given", usage: topUsage}
+	}
+	cmd, args := rest[0], rest[1:]
+	switch cmd {
+	case "acquire":
+		return a.acquire(ctx, args)
+	case "renew":
+		return a.renew(ctx, args)
+	case "release":
+		return a.release(ctx, args)
+	case "get":
+		return a.get(ctx, args)
+	case "list":
+		return a.list(ctx, args)
+	case "watch":
+		return a.watch(ctx, args)
+	case "status":
+		return a.status(ctx, args)
+	case "kv":
+		return a.kv(ctx, args)
+	case "help":
+		return &helpRequest{usage: topUsage}
+	}
+	return &usageError{msg: fmt.Sprintf("unknown command %q", cmd), usage: topUsage}
+}
+
+// command is the parsing of one command's arguments.
+type command struct {
+	fs *flag.FlagSet
+	// help is the full usage, printed for -h; usage is the short one
+	// printed after a usage error.
+	help  string
+	usage string
+}
+
+// newCommand returns a command whose flag set has the global flags;
+// synopsis is its usage line, about says what it does.
+func (a *app) newCommand(name, synopsis, about string) *command {
+	fs := flag.NewFlagSet("tenure "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return &command{
+		fs:    fs,
+		help:  "Usage: tenure " + synopsis + "\n\n" + about + "\n",
+		usage: "Usage: tenure " + synopsis + "\nRun 'tenure " + name + " -h' for details.\n",
+	}
+}
+
+// parse parses args, flags anywhere among the positional arguments, with
+// the global flags, and checks that the positional arguments named in
+// required are there and that there are at most max of them. It returns
+// them.
+func (a *app) parse(c *command, args []string, required []string, max int) ([]string, error) {
+	a.g.register(c.fs)
+	c.help += "\nFlags:\n" + flagDefaults(c.fs)
+	if err := c.fs.Parse(interspersed(c.fs, args)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, &helpRequest{usage: c.help}
+		}
+		return nil, &usageError{msg: err.Error(), usage: c.usage}
+	}
+	pos := c.fs.Args()
+	switch {
+	case len(pos) < len(required):
+		return nil, &usageError{msg: "missing " + strings.Join(required[len(pos):], " "), usage: c.usage}
+	case len(pos) > max:
+		return nil, &usageError{msg: fmt.Sprintf("unexpected argument %q", pos[max]), usage: c.usage}
+	}
+	if err := a.g.check(); err != nil {
+		return nil, &usageError{msg: err.Error(), usage: c.usage}
+	}
+	return pos, nil
+}
+
+func flagDefaults(fs *flag.FlagSet) string {
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return b.String()
+}
+
+// flagError turns an error of flag.FlagSet.Parse into a usage error or a
+// help request.
+func flagError(err error, usage string) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return &helpRequest{usage: usage}
+	}
+	return &usageError{msg: err.Error(), usage: usage}
+}
+
+// interspersed returns args with the flags first, so flags may come after
+// positional arguments (`tenure acquire jobs/x --holder a`). It knows from
+// fs which flags take a value. "--" ends the flags: what follows it is
+// positional. A lone "-" is positional.
+func interspersed(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(arg) < 2 || arg[0] != '-' {
+			pos = append(pos, arg)
+			continue
+		}
+		flags = append(flags, arg)
+		name := strings.TrimPrefix(strings.TrimPrefix(arg, "-"), "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // Parse reports it
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return append(append(flags, "--"), pos...)
+}
+
+// client returns a client for the global flags.
+func (a *app) client() (*client.Client, error) {
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = a.g.endpointList()
+	cfg.RequestTimeout = a.g.requestTimeout
+	c, err := client.New(cfg)
+	if err != nil {
+		return nil, &usageError{msg: err.Error()}
+	}
+	return c, nil
+}
+
+// withTimeout bounds a command: the request timeout plus extra.
+func (a *app) withTimeout(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, a.g.requestTimeout+extra)
+}
+
+func (a *app) out() printer { return printer{w: a.stdout, json: a.g.output == "json"} }
+
+// defaultHolder is the host name, a dash and the process ID.
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "tenure"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}

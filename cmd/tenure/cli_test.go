@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/internal/fakeserver"
+	"github.com/tenure-io/tenure/lease"
+)
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"nil", nil, exitOK},
+		{"usage", &usageError{msg: "missing NAME"}, exitUsage},
+		{"invalid from server", fmt.Errorf("%w: ttl too short", client.ErrInvalid), exitUsage},
+		{"held", &client.HeldError{Name: "x", Holder: "b", Token: 3}, exitHeld},
+		{"held sentinel", client.ErrLeaseHeld, exitHeld},
+		{"stale", &lease.StaleError{Name: "x", Token: 2}, exitFenced},
+		{"stale wrapped", fmt.Errorf("renew: %w", client.ErrStaleToken), exitFenced},
+		{"not found", &notFoundError{what: `lease "x"`, err: client.ErrNotFound}, exitFailure},
+		{"unavailable", client.ErrUnavailable, exitFailure},
+		{"indeterminate", client.ErrIndeterminate, exitFailure},
+		{"deadline", context.DeadlineExceeded, exitFailure},
+		{"other", errors.New("boom"), exitFailure},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := exitCode(tt.err); got != tt.want {
+				t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInterspersed(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.String("holder", "", "")
+	fs.Bool("wait", false, "")
+	fs.Duration("ttl", 0, "")
+	tests := []struct {
+		args, want []string
+	}{
+		{[]string{"jobs/x", "--holder", "a"}, []string{"--holder", "a", "--", "jobs/x"}},
+		{[]string{"--wait", "jobs/x", "-ttl=5s"}, []string{"--wait", "-ttl=5s", "--", "jobs/x"}},
+		{[]string{"k", "--", "--holder", "-"}, []string{"--", "k", "--holder", "-"}},
+		{[]string{"-", "--bogus", "x"}, []string{"--bogus", "--", "-", "x"}},
+		{[]string{"x", "--holder"}, []string{"--holder", "--", "x"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			if got := interspersed(fs, tt.args); !slices.Equal(got, tt.want) {
+				t.Errorf("interspersed(%q) = %q, want %q", tt.args, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestJSONOutput(t *testing.T) {
+	c := startCluster(t)
+	want := `{"name":"jobs/x","holder":"a","token":3,"ttl":"5s","remaining":"4.98s"}` + "\n"
+	runs := []struct {
+		name string
+		env  map[string]string
+		args []string
+	}{
+		{"flags after the name", nil, []string{"acquire", "jobs/x", "--holder", "a", "--ttl", "5s", "-o", "json", "--endpoints", c.addr}},
+		{"global flags first", nil, []string{"--endpoints", c.addr, "--output", "json", "acquire", "--ttl=5s", "jobs/x", "-holder=a"}},
+		{"endpoints from env", map[string]string{"TENURE_ENDPOINTS": c.addr}, []string{"-o", "json", "acquire", "jobs/x", "--holder", "a", "--ttl", "5s"}},
+		{"renew", nil, []string{"renew", "jobs/x", "--token", "3", "-o", "json", "--endpoints", c.addr}},
+		{"get", nil, []string{"get", "jobs/x", "-o", "json", "--endpoints", c.addr}},
+	}
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			res := runCLI(t.Context(), r.env, r.args...)
+			if res.code != exitOK || res.stdout != want || res.stderr != "" {
+				t.Fatalf("got code %d, stdout %q, stderr %q; want 0 and %q", res.code, res.stdout, res.stderr, want)
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(res.stdout), &m); err != nil {
+				t.Fatalf("stdout is not JSON: %v", err)
+			}
+			if _, ok := m["token"].(float64); !ok {
+				t.Errorf("token is %T, want a JSON number", m["token"])
+			}
+		})
+	}
+
+	res := runCLI(t.Context(), nil, "list", "jobs/", "-o", "json", "--endpoints", c.addr)
+	wantList := `{"name":"jobs/a","holder":"h1","token":1,"ttl":"5s","remaining":"4.98s"}` + "\n" +
+		`{"name":"jobs/b","holder":"h2","token":2,"ttl":"10s","remaining":"9.98s"}` + "\n"
+	if res.code != exitOK || res.stdout != wantList {
+		t.Errorf("list: code %d, stdout %q; want %q", res.code, res.stdout, wantList)
+	}
+}
+
+func TestTextOutput(t *testing.T) {
+	c := startCluster(t)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "jobs/x"}, "jobs/x held by a, token 3, ttl 5s, 4.98s remaining\n"},
+		{[]string{"release", "jobs/x", "--token", "3"}, "released jobs/x (token 3)\n"},
+		{[]string{"list"}, "a held by h1, token 1, ttl 5s, 4.98s remaining\nb held by h2, token 2, ttl 10s, 9.98s remaining\n"},
+		{[]string{"kv", "put", "k", "v1", "--lease", "jobs/x", "--token", "3"}, "put k (revision 7)\n"},
+		{[]string{"kv", "get", "k"}, "k = \"v1\" (lease jobs/x, token 3, revision 7)\n"},
+		{[]string{"kv", "delete", "k", "--lease", "jobs/x", "--token", "3"}, "deleted k (revision 8)\n"},
+		{[]string{"-o", "json", "kv", "get", "k"}, `{"key":"k","value":"v1","lease":"jobs/x","token":3,"revision":7}` + "\n"},
+		{[]string{"-o", "json", "release", "jobs/x", "--token", "3"}, `{"name":"jobs/x","token":3,"released":true}` + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			res := runCLI(t.Context(), map[string]string{"TENURE_ENDPOINTS": c.addr}, tt.args...)
+			if res.code != exitOK || res.stdout != tt.want || res.stderr != "" {
+				t.Errorf("got code %d, stdout %q, stderr %q; want 0 and %q", res.code, res.stdout, res.stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestDefaultHolder(t *testing.T) {
+	c := startCluster(t)
+	res := runCLI(t.Context(), nil, "acquire", "jobs/x", "--endpoints", c.addr)
+	if res.code != exitOK {
+		t.Fatalf("acquire: code %d, stderr %q", res.code, res.stderr)
+	}
+	host, _ := os.Hostname()
+	req := c.lastAcquire()
+	if want := fmt.Sprintf("%s-%d", host, os.Getpid()); req.GetHolder() != want {
+		t.Errorf("holder = %q, want %q", req.GetHolder(), want)
+	}
+	if req.GetTtl().AsDuration() != 10*time.Second || req.GetWait() {
+		t.Errorf("request = %v, want ttl 10s without wait", req)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	c := startCluster(t)
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+		check  func(t *testing.T)
+	}{
+		{"held", []string{"acquire", "jobs/held", "--holder", "a"}, exitHeld,
+			"tenure: jobs/held is held by b (token 3, 4.2s remaining)\n", nil},
+		{"wait timed out", []string{"acquire", "jobs/held", "--holder", "a", "--wait", "--timeout", "2s"}, exitHeld,
+			"tenure: jobs/held is held by b (token 3, 4.2s remaining)\n", func(t *testing.T) {
+				if req := c.lastAcquire(); !req.GetWait() || req.GetWaitTimeout().AsDuration() > 2*time.Second ||
+					req.GetWaitTimeout().AsDuration() < time.Second {
+					t.Errorf("acquire request = %v, want a wait of about 2s", req)
+				}
+			}},
+		{"renew stale", []string{"renew", "jobs/x", "--token", "2"}, exitFenced,
+			"tenure: lease: stale token 2 for \"jobs/x\": the current grant has another token\n", nil},
+		{"release stale", []string{"release", "jobs/x", "--token", "2"}, exitFenced,
+			"tenure: lease: stale token 2 for \"jobs/x\": the current grant has another token\n", nil},
+		{"put stale", []string{"kv", "put", "k", "v", "--lease", "jobs/x", "--token", "2"}, exitFenced,
+			"tenure: lease: stale token 2 for \"jobs/x\": the current grant has another token\n", nil},
+		{"delete stale", []string{"kv", "delete", "k", "--lease", "jobs/x", "--token", "2"}, exitFenced,
+			"tenure: lease: stale token 2 for \"jobs/x\": the current grant has another token\n", nil},
+		{"get missing", []string{"get", "jobs/none"}, exitFailure, "tenure: lease \"jobs/none\" not found\n", nil},
+		{"kv get missing", []string{"kv", "get", "nokey"}, exitFailure, "tenure: key \"nokey\" not found\n", nil},
+		{"invalid from server", []string{"acquire", "jobs/x", "--ttl", "1s"}, exitUsage,
+			"tenure: lease: invalid argument: ttl 1s is below the minimum of 2s\n", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := runCLI(t.Context(), map[string]string{"TENURE_ENDPOINTS": c.addr}, tt.args...)
+			if res.code != tt.code || res.stderr != tt.stderr || res.stdout != "" {
+				t.Errorf("got code %d, stdout %q, stderr %q; want %d and stderr %q", res.code, res.stdout, res.stderr, tt.code, tt.stderr)
+			}
+			if tt.check != nil {
+				tt.check(t)
+			}
+		})
+	}
+}
+
+func TestWaitDefaultTimeout(t *testing.T) {
+	c := startCluster(t)
+	res := runCLI(t.Context(), nil, "acquire", "jobs/x", "--wait", "--endpoints", c.addr)
+	if res.code != exitOK {
+		t.Fatalf("code %d, stderr %q", res.code, res.stderr)
+	}
+	if wt := c.lastAcquire().GetWaitTimeout().AsDuration(); wt <= 29*time.Second || wt > 30*time.Second {
+		t.Errorf("wait timeout = %s, want about 30s", wt)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	res := runCLI(t.Context(), nil, "get", "jobs/x", "--endpoints", fakeserver.DeadAddr(t), "--request-timeout", "100ms")
+	if res.code != exitFailure || !strings.HasPrefix(res.stderr, "tenure: client: no endpoint could serve the request") {
+		t.Errorf("got code %d, stderr %q; want 1 and an unavailable error", res.code, res.stderr)
+	}
+}
+
+func TestFailoverAcrossEndpoints(t *testing.T) {
+	c := startCluster(t)
+	res := runCLI(t.Context(), nil, "get", "jobs/x", "--endpoints", fakeserver.DeadAddr(t)+", http://"+c.addr)
+	if res.code != exitOK || res.stdout != "jobs/x held by a, token 3, ttl 5s, 4.98s remaining\n" {
+		t.Errorf("got code %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+	}
+}
+
+// TestBadUsage: each of these must fail with exit 2 and the usage before
+// any request is sent.
+func TestBadUsage(t *testing.T) {
+	c := startCluster(t)
+	tests := []struct {
+		args []string
+		msg  string
+	}{
+		{nil, "no command given"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"--bogus", "get", "x"}, "flag provided but not defined: -bogus"},
+		{[]string{"acquire", "jobs/x", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"acquire"}, "missing NAME"},
+		{[]string{"acquire", "--holder", "a"}, "missing NAME"},
+		{[]string{"acquire", "jobs/x", "--ttl", "abc"}, `invalid value "abc" for flag -ttl`},
+		{[]string{"acquire", "jobs/x", "--ttl", "-1s"}, "--ttl must be positive"},
+		{[]string{"acquire", "jobs/x", "--timeout", "5s"}, "--timeout needs --wait"},
+		{[]string{"acquire", "jobs/x", "jobs/y"}, `unexpected argument "jobs/y"`},
+		{[]string{"renew", "jobs/x", "--token", "x"}, `invalid value "x" for flag -token: must be a positive integer`},
+		{[]string{"renew", "jobs/x", "--token", "0"}, "must be a positive integer"},
+		{[]string{"renew", "jobs/x", "--token", "-3"}, "must be a positive integer"},
+		{[]string{"renew", "jobs/x"}, "--token is required"},
+		{[]string{"release", "--token", "3"}, "missing NAME"},
+		{[]string{"get"}, "missing NAME"},
+		{[]string{"get", "a", "b"}, `unexpected argument "b"`},
+		{[]string{"list", "a", "b"}, `unexpected argument "b"`},
+		{[]string{"status", "x"}, `unexpected argument "x"`},
+		{[]string{"watch", "a", "b"}, `unexpected argument "b"`},
+		{[]string{"kv"}, "kv: no command given"},
+		{[]string{"kv", "frob"}, `kv: unknown command "frob"`},
+		{[]string{"kv", "put", "k", "--lease", "l", "--token", "1"}, "missing VALUE"},
+		{[]string{"kv", "put", "k", "v", "--token", "1"}, "--lease is required"},
+		{[]string{"kv", "delete", "k", "--lease", "l"}, "--token is required"},
+		{[]string{"kv", "get"}, "missing KEY"},
+		{[]string{"-o", "yaml", "get", "x"}, `--output must be text or json, got "yaml"`},
+		{[]string{"get", "x", "--request-timeout", "0s"}, "--request-timeout must be positive"},
+		{[]string{"get", "x", "--endpoints", " , "}, "--endpoints is empty"},
+		{[]string{"get", "x", "--endpoints", "https://a:1"}, "TLS is not supported"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			res := runCLI(t.Context(), map[string]string{"TENURE_ENDPOINTS": c.addr}, tt.args...)
+			if res.code != exitUsage {
+				t.Errorf("code = %d, want %d", res.code, exitUsage)
+			}
+			if !strings.HasPrefix(res.stderr, "tenure: ") || !strings.Contains(res.stderr, tt.msg) {
+				t.Errorf("stderr = %q, want a tenure: error containing %q", res.stderr, tt.msg)
+			}
+			if res.stdout != "" {
+				t.Errorf("stdout = %q, want nothing", res.stdout)
+			}
+		})
+	}
+	if n := c.TotalCalls(); n != 0 {
+		t.Errorf("the server got %d calls, want none", n)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-h"}, "Usage: tenure [global flags] COMMAND"},
+		{[]string{"--help"}, "Usage: tenure [global flags] COMMAND"},
+		{[]string{"help"}, "Usage: tenure [global flags] COMMAND"},
+		{[]string{"acquire", "-h"}, "Usage: tenure acquire NAME [--holder H] [--ttl 10s] [--wait [--timeout 30s]]"},
+		{[]string{"acquire", "jobs/x", "--help"}, "-holder name"},
+		{[]string{"kv", "-h"}, "Usage: tenure kv COMMAND"},
+		{[]string{"kv", "put", "--help"}, "Usage: tenure kv put KEY VALUE --lease NAME --token T"},
+		{[]string{"watch", "-h"}, "Ctrl-C exits 0"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			res := runCLI(t.Context(), nil, tt.args...)
+			if res.code != exitOK || !strings.Contains(res.stdout, tt.want) || res.stderr != "" {
+				t.Errorf("got code %d, stdout %q, stderr %q; want 0 and usage containing %q", res.code, res.stdout, res.stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestStatus(t *testing.T) {
+	c := startCluster(t)
+	res := runCLI(t.Context(), nil, "status", "--endpoints", c.addr)
+	if res.code != exitOK {
+		t.Fatalf("code %d, stderr %q", res.code, res.stderr)
+	}
+	for _, want := range []string{
+		"endpoint       " + c.addr, "node           n1", "state          leader",
+		"leader         n1 (127.0.0.1:7400)", "term           2", "applied index  41",
+		"commit index   41", "cluster time   1m30s", "last token     9",
+		"MEMBER  SUFFRAGE  RAFT ADDRESS    API ADDRESS     LEADER",
+		"n1      voter     127.0.0.1:7401  127.0.0.1:7400  *",
+		"n2      voter     127.0.0.1:7411  127.0.0.1:7410",
+	} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("status output lacks %q:\n%s", want, res.stdout)
+		}
+	}
+
+	res = runCLI(t.Context(), nil, "status", "-o", "json", "--endpoints", c.addr)
+	for _, key := range []string{`"node_id":"n1"`, `"leader_id":"n1"`, `"applied_index":41`, `"min_ttl":"2s"`, `"suffrage":"voter"`} {
+		if !strings.Contains(res.stdout, key) {
+			t.Errorf("status -o json lacks %s: %s", key, res.stdout)
+		}
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(res.stdout), &st); err != nil || strings.Count(res.stdout, "\n") != 1 {
+		t.Fatalf("status -o json = %q: %v", res.stdout, err)
+	}
+	if st.NodeID != "n1" || st.LeaderID != "n1" || st.Term != 2 || st.CommitIndex != 41 || len(st.Members) != 2 || !st.Members[0].Leader || st.MinTTL != "2s" {
+		t.Errorf("status -o json = %+v", st)
+	}
+}

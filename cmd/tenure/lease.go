@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/tenure-io/tenure/client"
+)
+
+// tokenFlag is a fencing token flag: a positive integer, required where
+// used.
+type tokenFlag struct {
+	v   uint64
+	set bool
+}
+
+func (t *tokenFlag) String() string {
+	if t == nil || !t.set {
+		return ""
+	}
+	return strconv.FormatUint(t.v, 10)
+}
+
+func (t *tokenFlag) Set(s string) error {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v == 0 {
+		return errors.New("must be a positive integer")
+	}
+	t.v, t.set = v, true
+	return nil
+}
+
+// require returns a usage error if the token was not given.
+func (t *tokenFlag) require(c *command) error {
+	if !t.set {
+		return &usageError{msg: "--token is required", usage: c.usage}
+	}
+	return nil
+}
+
+func (a *app) acquire(ctx context.Context, args []string) error {
+	c := a.newCommand("acquire", "acquire NAME [--holder H] [--ttl 10s] [--wait [--timeout 30s]]",
+		"Acquires the lease NAME for a holder and prints the grant with its fencing token.\n"+
+			"Acquiring again as the same holder renews it (same token). With --wait the\n"+
+			"request queues on the server until the lease is free or --timeout passes.\n"+
+			"The default holder is the host name and the process ID, e.g. web-1-4242.")
+	holder := c.fs.String("holder", "", "holder `name` (default: HOSTNAME-PID)")
+	ttl := c.fs.Duration("ttl", 10*time.Second, "lease time to live")
+	wait := c.fs.Bool("wait", false, "wait until the lease is granted")
+	timeout := c.fs.Duration("timeout", 30*time.Second, "with --wait: how long to wait")
+	pos, err := a.parse(c, args, []string{"NAME"}, 1)
+	if err != nil {
+		return err
+	}
+	if *ttl <= 0 {
+		return &usageError{msg: fmt.Sprintf("--ttl must be positive, got %s", *ttl), usage: c.usage}
+	}
+	timeoutSet := false
+	c.fs.Visit(func(f *flag.Flag) {
+		if f.Name == "timeout" {
+			timeoutSet = true
+		}
+	})
+	if timeoutSet && !*wait {
+		return &usageError{msg: "--timeout needs --wait", usage: c.usage}
+	}
+	if *wait && *timeout <= 0 {
+		return &usageError{msg: fmt.Sprintf("--timeout must be positive, got %s", *timeout), usage: c.usage}
+	}
+	if *holder == "" {
+		*holder = defaultHolder()
+	}
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var opts []client.AcquireOption
+	extra := time.Duration(0)
+	if *wait {
+		opts = append(opts, client.Wait(*timeout))
+		extra = *timeout
+	}
+	ctx, cancel := a.withTimeout(ctx, extra)
+	defer cancel()
+	l, err := cl.Acquire(ctx, pos[0], *holder, *ttl, opts...)
+	if err != nil {
+		return err
+	}
+	a.out().lease(l)
+	return nil
+}
+
+func (a *app) renew(ctx context.Context, args []string) error {
+	c := a.newCommand("renew", "renew NAME --token T",
+		"Renews the grant of NAME with token T by its TTL and prints it.")
+	var token tokenFlag
+	c.fs.Var(&token, "token", "fencing `token` of the grant")
+	pos, err := a.parse(c, args, []string{"NAME"}, 1)
+	if err != nil {
+		return err
+	}
+	if err := token.require(c); err != nil {
+		return err
+	}
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := a.withTimeout(ctx, 0)
+	defer cancel()
+	l, err := cl.RenewOne(ctx, pos[0], token.v)
+	if err != nil {
+		return err
+	}
+	a.out().lease(l)
+	return nil
+}
+
+func (a *app) release(ctx context.Context, args []string) error {
+	c := a.newCommand("release", "release NAME --token T",
+		"Releases the grant of NAME with token T, so the lease is free at once.")
+	var token tokenFlag
+	c.fs.Var(&token, "token", "fencing `token` of the grant")
+	pos, err := a.parse(c, args, []string{"NAME"}, 1)
+	if err != nil {
+		return err
+	}
+	if err := token.require(c); err != nil {
+		return err
+	}
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := a.withTimeout(ctx, 0)
+	defer cancel()
+	if err := cl.Release(ctx, pos[0], token.v); err != nil {
+		return err
+	}
+	a.out().print(struct {
+		Name     string `json:"name"`
+		Token    uint64 `json:"token"`
+		Released bool   `json:"released"`
+	}{pos[0], token.v, true}, fmt.Sprintf("released %s (token %d)", pos[0], token.v))
+	return nil
+}
+
+func (a *app) get(ctx context.Context, args []string) error {
+	c := a.newCommand("get", "get NAME",
+		"Prints the live grant of NAME. A lease that is not held is not found (exit 1).")
+	pos, err := a.parse(c, args, []string{"NAME"}, 1)
+	if err != nil {
+		return err
+	}
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := a.withTimeout(ctx, 0)
+	defer cancel()
+	l, err := cl.Get(ctx, pos[0])
+	if errors.Is(err, client.ErrNotFound) {
+		return &notFoundError{what: fmt.Sprintf("lease %q", pos[0]), err: err}
+	}
+	if err != nil {
+		return err
+	}
+	a.out().lease(l)
+	return nil
+}
+
+func (a *app) list(ctx context.Context, args []string) error {
+	c := a.newCommand("list", "list [PREFIX]",
+		"Prints the live leases whose names start with PREFIX (all without one),\n"+
+			"one per line, sorted by name.")
+	pos, err := a.parse(c, args, nil, 1)
+	if err != nil {
+		return err
+	}
+	prefix := ""
+	if len(pos) == 1 {
+		prefix = pos[0]
+	}
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := a.withTimeout(ctx, 0)
+	defer cancel()
+	ls, err := cl.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	for _, l := range ls {
+		a.out().lease(l)
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+// Command tenure is the command-line client of a tenure cluster: acquire,
+// renew and release leases, watch them, use the fenced key-value store and
+// show the cluster's status. See `tenure -h`.
+//
+// Exit codes:
+//
+//	0  success
+//	1  other failure: cluster unreachable, internal error, and also a
+//	   lease or key that does not exist (get, kv get)
+//	2  bad usage or invalid argument (also when the server rejects one)
+//	3  the lease is held by another holder (or acquire --wait timed out)
+//	4  rejected by fencing: stale token, not the holder, lease expired
+//
+// The default holder of acquire is the host name, a dash and the process
+// ID (e.g. web-1-4242), so two runs of the CLI are two holders; pass
+// --holder to renew by acquiring again.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}

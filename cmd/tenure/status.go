@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/tenure-io/tenure/client"
+)
+
+type memberJSON struct {
+	ID          string `json:"id"`
+	RaftAddress string `json:"raft_address"`
+	APIAddress  string `json:"api_address"`
+	Suffrage    string `json:"suffrage"`
+	Leader      bool   `json:"leader"`
+}
+
+// statusJSON is the status in -o json, with the field names of the API's
+// StatusResponse.
+type statusJSON struct {
+	Endpoint      string       `json:"endpoint"`
+	NodeID        string       `json:"node_id"`
+	State         string       `json:"state"`
+	LeaderID      string       `json:"leader_id"`
+	LeaderAddress string       `json:"leader_address"`
+	Term          uint64       `json:"term"`
+	AppliedIndex  uint64       `json:"applied_index"`
+	CommitIndex   uint64       `json:"commit_index"`
+	LastIndex     uint64       `json:"last_index"`
+	ClusterTime   string       `json:"cluster_time"`
+	MinTTL        string       `json:"min_ttl"`
+	Leases        uint64       `json:"leases"`
+	LastToken     uint64       `json:"last_token"`
+	Members       []memberJSON `json:"members"`
+}
+
+func (a *app) status(ctx context.Context, args []string) error {
+	c := a.newCommand("status", "status",
+		"Prints the status of the first endpoint that answers: its node, raft state,\n"+
+			"leader, term, indexes and the members of the cluster.")
+	if _, err := a.parse(c, args, nil, 0); err != nil {
+		return err
+	}
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := a.withTimeout(ctx, 0)
+	defer cancel()
+	st, err := cl.Status(ctx)
+	if err != nil {
+		return err
+	}
+	j := statusJSON{
+		Endpoint: st.Endpoint, NodeID: st.NodeID, State: st.State,
+		LeaderID: st.LeaderID, LeaderAddress: st.LeaderAddress, Term: st.Term,
+		AppliedIndex: st.AppliedIndex, CommitIndex: st.CommitIndex, LastIndex: st.LastIndex,
+		ClusterTime: fmtDuration(st.ClusterTime), MinTTL: fmtDuration(st.MinTTL),
+		Leases: st.Leases, LastToken: st.LastToken, Members: []memberJSON{},
+	}
+	for _, m := range st.Members {
+		j.Members = append(j.Members, memberJSON(m))
+	}
+	a.out().print(j, statusText(st))
+	return nil
+}
+
+func statusText(st client.Status) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	leader := st.LeaderID
+	if leader == "" {
+		leader = "(none)"
+	} else if st.LeaderAddress != "" {
+		leader += " (" + st.LeaderAddress + ")"
+	}
+	rows := [][2]string{
+		{"endpoint", st.Endpoint},
+		{"node", st.NodeID},
+		{"state", st.State},
+		{"leader", leader},
+		{"term", fmt.Sprint(st.Term)},
+		{"applied index", fmt.Sprint(st.AppliedIndex)},
+		{"commit index", fmt.Sprint(st.CommitIndex)},
+		{"last index", fmt.Sprint(st.LastIndex)},
+		{"cluster time", fmtDuration(st.ClusterTime)},
+		{"min ttl", fmtDuration(st.MinTTL)},
+		{"leases", fmt.Sprint(st.Leases)},
+		{"last token", fmt.Sprint(st.LastToken)},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\n", r[0], r[1])
+	}
+	w.Flush()
+	b.WriteString("\n")
+	w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "MEMBER\tSUFFRAGE\tRAFT ADDRESS\tAPI ADDRESS\tLEADER")
+	for _, m := range st.Members {
+		mark := ""
+		if m.Leader {
+			mark = "*"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Suffrage, m.RaftAddress, m.APIAddress, mark)
+	}
+	w.Flush()
+	return strings.TrimSuffix(b.String(), "\n")
+}

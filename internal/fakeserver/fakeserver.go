@@ -1,0 +1,187 @@
+// Package fakeserver serves the tenure API from functions a test supplies,
+// for tests of the client and the CLI. A method whose function is nil
+// answers unimplemented. Every call is counted, so a test can check that a
+// request did or did not reach the server.
+package fakeserver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
+)
+
+// Server holds the behaviour of each method. Set the functions before
+// Start; they may be called from many goroutines at once.
+type Server struct {
+	Acquire func(context.Context, *tenurev1.AcquireRequest) (*tenurev1.AcquireResponse, error)
+	Renew   func(context.Context, *tenurev1.RenewRequest) (*tenurev1.RenewResponse, error)
+	Release func(context.Context, *tenurev1.ReleaseRequest) (*tenurev1.ReleaseResponse, error)
+	Get     func(context.Context, *tenurev1.GetRequest) (*tenurev1.GetResponse, error)
+	List    func(context.Context, *tenurev1.ListRequest) (*tenurev1.ListResponse, error)
+	// Watch sends events with send until it returns.
+	Watch func(ctx context.Context, req *tenurev1.WatchRequest, send func(*tenurev1.WatchEvent) error) error
+
+	Put    func(context.Context, *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error)
+	KVGet  func(context.Context, *tenurev1.KVGetRequest) (*tenurev1.KVGetResponse, error)
+	Delete func(context.Context, *tenurev1.KVDeleteRequest) (*tenurev1.KVDeleteResponse, error)
+
+	Status             func(context.Context, *tenurev1.StatusRequest) (*tenurev1.StatusResponse, error)
+	Join               func(context.Context, *tenurev1.JoinRequest) (*tenurev1.JoinResponse, error)
+	Leave              func(context.Context, *tenurev1.LeaveRequest) (*tenurev1.LeaveResponse, error)
+	TransferLeadership func(context.Context, *tenurev1.TransferLeadershipRequest) (*tenurev1.TransferLeadershipResponse, error)
+
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+// Start serves s on a loopback port with HTTP/1.1 and cleartext HTTP/2,
+// stops it when the test ends, and returns its host:port.
+func Start(t testing.TB, s *Server) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(tenurev1connect.NewLeaseServiceHandler(leaseHandler{s}))
+	mux.Handle(tenurev1connect.NewKVServiceHandler(kvHandler{s}))
+	mux.Handle(tenurev1connect.NewClusterServiceHandler(clusterHandler{s}))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// DeadAddr returns a loopback host:port that refuses connections.
+func DeadAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatalf("close listener: %v", err)
+	}
+	return addr
+}
+
+// Calls returns how many times method (e.g. "Acquire", "KVGet") was called.
+func (s *Server) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+// TotalCalls returns how many calls of any method the server received.
+func (s *Server) TotalCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		n += c
+	}
+	return n
+}
+
+func (s *Server) count(method string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = make(map[string]int)
+	}
+	s.calls[method]++
+}
+
+var errUnimplemented = errors.New("fakeserver: method not set by the test")
+
+func unary[Req, Res any](ctx context.Context, s *Server, method string, fn func(context.Context, *Req) (*Res, error), req *connect.Request[Req]) (*connect.Response[Res], error) {
+	s.count(method)
+	if fn == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errUnimplemented)
+	}
+	res, err := fn(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
+}
+
+type leaseHandler struct{ s *Server }
+
+var _ tenurev1connect.LeaseServiceHandler = leaseHandler{}
+
+func (h leaseHandler) Acquire(ctx context.Context, req *connect.Request[tenurev1.AcquireRequest]) (*connect.Response[tenurev1.AcquireResponse], error) {
+	return unary(ctx, h.s, "Acquire", h.s.Acquire, req)
+}
+
+func (h leaseHandler) Renew(ctx context.Context, req *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
+	return unary(ctx, h.s, "Renew", h.s.Renew, req)
+}
+
+func (h leaseHandler) Release(ctx context.Context, req *connect.Request[tenurev1.ReleaseRequest]) (*connect.Response[tenurev1.ReleaseResponse], error) {
+	return unary(ctx, h.s, "Release", h.s.Release, req)
+}
+
+func (h leaseHandler) Get(ctx context.Context, req *connect.Request[tenurev1.GetRequest]) (*connect.Response[tenurev1.GetResponse], error) {
+	return unary(ctx, h.s, "Get", h.s.Get, req)
+}
+
+func (h leaseHandler) List(ctx context.Context, req *connect.Request[tenurev1.ListRequest]) (*connect.Response[tenurev1.ListResponse], error) {
+	return unary(ctx, h.s, "List", h.s.List, req)
+}
+
+func (h leaseHandler) Watch(ctx context.Context, req *connect.Request[tenurev1.WatchRequest], stream *connect.ServerStream[tenurev1.WatchResponse]) error {
+	h.s.count("Watch")
+	if h.s.Watch == nil {
+		return connect.NewError(connect.CodeUnimplemented, errUnimplemented)
+	}
+	return h.s.Watch(ctx, req.Msg, func(ev *tenurev1.WatchEvent) error {
+		return stream.Send(&tenurev1.WatchResponse{Event: ev})
+	})
+}
+
+type kvHandler struct{ s *Server }
+
+var _ tenurev1connect.KVServiceHandler = kvHandler{}
+
+func (h kvHandler) Put(ctx context.Context, req *connect.Request[tenurev1.KVPutRequest]) (*connect.Response[tenurev1.KVPutResponse], error) {
+	return unary(ctx, h.s, "Put", h.s.Put, req)
+}
+
+func (h kvHandler) Get(ctx context.Context, req *connect.Request[tenurev1.KVGetRequest]) (*connect.Response[tenurev1.KVGetResponse], error) {
+	return unary(ctx, h.s, "KVGet", h.s.KVGet, req)
+}
+
+func (h kvHandler) Delete(ctx context.Context, req *connect.Request[tenurev1.KVDeleteRequest]) (*connect.Response[tenurev1.KVDeleteResponse], error) {
+	return unary(ctx, h.s, "Delete", h.s.Delete, req)
+}
+
+type clusterHandler struct{ s *Server }
+
+var _ tenurev1connect.ClusterServiceHandler = clusterHandler{}
+
+func (h clusterHandler) Status(ctx context.Context, req *connect.Request[tenurev1.StatusRequest]) (*connect.Response[tenurev1.StatusResponse], error) {
+	return unary(ctx, h.s, "Status", h.s.Status, req)
+}
+
+func (h clusterHandler) Join(ctx context.Context, req *connect.Request[tenurev1.JoinRequest]) (*connect.Response[tenurev1.JoinResponse], error) {
+	return unary(ctx, h.s, "Join", h.s.Join, req)
+}
+
+func (h clusterHandler) Leave(ctx context.Context, req *connect.Request[tenurev1.LeaveRequest]) (*connect.Response[tenurev1.LeaveResponse], error) {
+	return unary(ctx, h.s, "Leave", h.s.Leave, req)
+}
+
+func (h clusterHandler) TransferLeadership(ctx context.Context, req *connect.Request[tenurev1.TransferLeadershipRequest]) (*connect.Response[tenurev1.TransferLeadershipResponse], error) {
+	return unary(ctx, h.s, "TransferLeadership", h.s.TransferLeadership, req)
+}

@@ -1,0 +1,219 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/lease"
+)
+
+// LeaseToProto returns l as a message, with its remaining time at cluster
+// time now.
+func LeaseToProto(l lease.Lease, now time.Duration) *tenurev1.Lease {
+	return &tenurev1.Lease{
+		Name:      l.Name,
+		Holder:    l.Holder,
+		Token:     l.Token,
+		Ttl:       durationpb.New(l.TTL),
+		Remaining: durationpb.New(l.Remaining(now)),
+	}
+}
+
+// LeaseFromProto returns the name, holder, token and TTL of p. The cluster
+// times (GrantedAt, ExpiresAt) stay zero: they never leave the server. A nil
+// p gives the zero Lease.
+func LeaseFromProto(p *tenurev1.Lease) lease.Lease {
+	return lease.Lease{
+		Name:   p.GetName(),
+		Holder: p.GetHolder(),
+		Token:  p.GetToken(),
+		TTL:    p.GetTtl().AsDuration(),
+	}
+}
+
+// mapping is one row of the error table.
+type mapping struct {
+	target error        // matched with errors.Is
+	code   connect.Code // code on the wire
+	reason string       // ErrorDetail reason, or "" for no detail
+}
+
+// errorTable maps domain errors to Connect codes, first match wins.
+// FromConnectError reads it backwards.
+var errorTable = []mapping{
+	{lease.ErrInvalid, connect.CodeInvalidArgument, ""},
+	{lease.ErrHeld, connect.CodeFailedPrecondition, lease.ReasonLeaseHeld},
+	{lease.ErrStaleToken, connect.CodeFailedPrecondition, lease.ReasonStaleToken},
+	{lease.ErrNotFound, connect.CodeNotFound, lease.ReasonNotFound},
+	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, ""},
+	{context.Canceled, connect.CodeCanceled, ""},
+}
+
+// ToConnectError maps a domain error to a Connect error with the code of
+// the table in the package doc. Errors with a reason carry a
+// tenurev1.ErrorDetail; for a *lease.HeldError it names the holder, its
+// token and remaining time. The message is err's text (with a held lease's
+// remaining time rounded to the millisecond). An error that already is a
+// *connect.Error is returned unchanged, and nil gives nil.
+func ToConnectError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*connect.Error](err); ok {
+		return err
+	}
+	for _, m := range errorTable {
+		if !errors.Is(err, m.target) {
+			continue
+		}
+		msgErr := err
+		detail := &tenurev1.ErrorDetail{Reason: m.reason}
+		if held, ok := errors.AsType[*lease.HeldError](err); ok && m.reason == lease.ReasonLeaseHeld {
+			detail.Name = held.Name
+			detail.Holder = held.Holder
+			detail.Token = held.Token
+			detail.Remaining = durationpb.New(held.Remaining)
+			if err == error(held) {
+				rounded := *held
+				rounded.Remaining = held.Remaining.Round(time.Millisecond)
+				msgErr = &rounded
+			}
+		}
+		ce := connect.NewError(m.code, msgErr)
+		if m.reason != "" {
+			if d, derr := connect.NewErrorDetail(detail); derr == nil {
+				ce.AddDetail(d)
+			}
+		}
+		return ce
+	}
+	return connect.NewError(connect.CodeInternal, err)
+}
+
+// FromConnectError is the inverse of ToConnectError, for clients. For a
+// Connect error with a code (and reason) of the table it returns an error
+// whose message is the server's message and which unwraps both to the
+// domain error and to the *connect.Error: errors.Is(err, lease.ErrHeld),
+// errors.As(err, &heldErr) (holder, token and remaining come from the
+// detail; Name is empty, the caller knows it), errors.Is(err,
+// lease.ErrStaleToken), lease.ErrNotFound, lease.ErrInvalid,
+// context.DeadlineExceeded and context.Canceled all work, and so does
+// connect.CodeOf. Any other error, including a failed_precondition without
+// a known reason, is returned unchanged; nil gives nil.
+func FromConnectError(err error) error {
+	ce, ok := errors.AsType[*connect.Error](err)
+	if !ok {
+		return err
+	}
+	var domain error
+	switch ce.Code() {
+	case connect.CodeInvalidArgument:
+		domain = lease.ErrInvalid
+	case connect.CodeFailedPrecondition:
+		detail := errorDetail(ce)
+		switch detail.GetReason() {
+		case lease.ReasonLeaseHeld:
+			domain = &lease.HeldError{
+				Name:      detail.GetName(),
+				Holder:    detail.GetHolder(),
+				Token:     detail.GetToken(),
+				Remaining: detail.GetRemaining().AsDuration(),
+			}
+		case lease.ReasonStaleToken:
+			domain = lease.ErrStaleToken
+		}
+	case connect.CodeNotFound:
+		domain = lease.ErrNotFound
+	case connect.CodeDeadlineExceeded:
+		domain = context.DeadlineExceeded
+	case connect.CodeCanceled:
+		domain = context.Canceled
+	}
+	if domain == nil {
+		return err
+	}
+	msg := ce.Message()
+	if msg == "" {
+		msg = domain.Error()
+	}
+	return &remoteError{msg: msg, errs: []error{domain, err}}
+}
+
+// ReasonError returns an error for a per-item failure reported in a
+// message rather than as a Connect error (RenewResult.reason and .message):
+// its text is message and it unwraps to the sentinel of reason. It returns
+// nil for the empty reason (success) and a plain error with message for an
+// unknown reason.
+func ReasonError(reason, message string) error {
+	var domain error
+	switch reason {
+	case "":
+		return nil
+	case lease.ReasonLeaseHeld:
+		domain = lease.ErrHeld
+	case lease.ReasonStaleToken:
+		domain = lease.ErrStaleToken
+	case lease.ReasonNotFound:
+		domain = lease.ErrNotFound
+	default:
+		if message == "" {
+			message = "wire: unknown failure reason " + reason
+		}
+		return errors.New(message)
+	}
+	if message == "" {
+		message = domain.Error()
+	}
+	return &remoteError{msg: message, errs: []error{domain}}
+}
+
+// ReasonIndeterminate marks an unavailable error whose request may have
+// been applied: the leader changed while it was in flight.
+const ReasonIndeterminate = "INDETERMINATE"
+
+// Indeterminate returns an unavailable Connect error for err that tells
+// the client the request may have been applied, so it must not assume a
+// retry is safe.
+func Indeterminate(err error) error {
+	ce := connect.NewError(connect.CodeUnavailable, err)
+	if d, derr := connect.NewErrorDetail(&tenurev1.ErrorDetail{Reason: ReasonIndeterminate}); derr == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// IsIndeterminate reports whether err was made by Indeterminate, here or
+// on the server.
+func IsIndeterminate(err error) bool {
+	ce, ok := errors.AsType[*connect.Error](err)
+	return ok && ce.Code() == connect.CodeUnavailable && errorDetail(ce).GetReason() == ReasonIndeterminate
+}
+
+// errorDetail returns the first ErrorDetail attached to ce, or nil.
+func errorDetail(ce *connect.Error) *tenurev1.ErrorDetail {
+	for _, d := range ce.Details() {
+		v, err := d.Value()
+		if err != nil {
+			continue
+		}
+		if ed, ok := v.(*tenurev1.ErrorDetail); ok {
+			return ed
+		}
+	}
+	return nil
+}
+
+// remoteError is an error reported by the server: the server's message,
+// unwrapping to the domain error and the *connect.Error it came in.
+type remoteError struct {
+	msg  string
+	errs []error
+}
+
+func (e *remoteError) Error() string   { return e.msg }
+func (e *remoteError) Unwrap() []error { return e.errs }
