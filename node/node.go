@@ -280,6 +280,11 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 // so the cluster does not wait for an election timeout.
 func (n *Node) Close() error { return n.stop(true) }
 
+// Abort stops the node at once without handing leadership over: as close
+// to a crash as an in-process node gets. Demos and tests use it; a server
+// uses Close.
+func (n *Node) Abort() error { return n.stop(false) }
+
 // stop shuts the node down; without transfer it stops as abruptly as raft
 // allows (tests use that to simulate a crash).
 func (n *Node) stop(transfer bool) error {
