@@ -50,10 +50,6 @@ func newFSM() *fsm {
 
 var _ raft.FSM = (*fsm)(nil)
 
-func encodeBatch(b lease.Batch) []byte {
-	return lease.AppendBatch([]byte{entryBatch}, b)
-}
-
 func encodeMember(m memberInfo) []byte {
 	data, _ := json.Marshal(m)
 	return append([]byte{entryMember}, data...)
