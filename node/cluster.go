@@ -111,7 +111,7 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, apiAddr string) error {
 		case s.ID == raft.ServerID(id) || s.Address == raft.ServerAddress(raftAddr):
 			// Same ID at a new address, or a new ID at a used address:
 			// the old entry is stale. Remove it first.
-			if err := n.raft.RemoveServer(s.ID, 0, n.timeout(ctx)).Error(); err != nil {
+			if err := n.wait(n.raft.RemoveServer(s.ID, 0, n.timeout(ctx))); err != nil {
 				return mapRaftError(err)
 			}
 		}
@@ -119,7 +119,7 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, apiAddr string) error {
 	if err := n.applyMember(ctx, memberInfo{ID: id, APIAddr: apiAddr}); err != nil {
 		return err
 	}
-	if err := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.timeout(ctx)).Error(); err != nil {
+	if err := n.wait(n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.timeout(ctx))); err != nil {
 		return mapRaftError(err)
 	}
 	n.log.Info("added non-voter", "id", id, "raft", raftAddr, "api", apiAddr)
@@ -131,7 +131,7 @@ func (n *Node) Leave(ctx context.Context, id string) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
-	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.timeout(ctx)).Error(); err != nil {
+	if err := n.wait(n.raft.RemoveServer(raft.ServerID(id), 0, n.timeout(ctx))); err != nil {
 		return mapRaftError(err)
 	}
 	n.log.Info("removed server", "id", id)
@@ -164,12 +164,32 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) (string, error
 	if err := f.Error(); err != nil {
 		return "", mapRaftError(err)
 	}
-	_, lid := n.raft.LeaderWithID()
-	return string(lid), nil
+	// The transfer is done once raft here has stepped down, which is
+	// usually before this node has stopped its leader loop and heard from
+	// the new leader: wait for both (bounded by ctx and ApplyTimeout). ""
+	// means the new leader is not known yet.
+	timeout := time.NewTimer(n.timeout(ctx))
+	defer timeout.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, lid := n.raft.LeaderWithID(); lid != "" && lid != raft.ServerID(n.cfg.ID) && !n.IsLeader() {
+			return string(lid), nil
+		}
+		select {
+		case <-tick.C:
+		case <-timeout.C:
+			return "", nil
+		case <-ctx.Done():
+			return "", nil
+		case <-n.closing:
+			return "", nil
+		}
+	}
 }
 
 func (n *Node) applyMember(ctx context.Context, m memberInfo) error {
-	if err := n.raft.Apply(encodeMember(m), n.timeout(ctx)).Error(); err != nil {
+	if err := n.wait(n.raft.Apply(encodeMember(m), n.timeout(ctx))); err != nil {
 		return mapRaftError(err)
 	}
 	return nil

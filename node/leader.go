@@ -74,7 +74,7 @@ func (n *Node) watchLeadership() {
 // address, and then runs the expirer and promoter until the term ends.
 func (n *Node) takeOver(t *leaderTerm) {
 	for {
-		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		err := n.wait(n.raft.Barrier(n.cfg.ApplyTimeout))
 		if err == nil {
 			break
 		}
@@ -87,7 +87,7 @@ func (n *Node) takeOver(t *leaderTerm) {
 	}
 	t.base, t.start, t.term = n.fsm.now(), time.Now(), n.raft.CurrentTerm()
 	if addr, ok := n.fsm.member(n.cfg.ID); n.cfg.APIAddr != "" && (!ok || addr != n.cfg.APIAddr) {
-		if err := n.raft.Apply(encodeMember(memberInfo{ID: n.cfg.ID, APIAddr: n.cfg.APIAddr}), n.cfg.ApplyTimeout).Error(); err != nil {
+		if err := n.wait(n.raft.Apply(encodeMember(memberInfo{ID: n.cfg.ID, APIAddr: n.cfg.APIAddr}), n.cfg.ApplyTimeout)); err != nil {
 			n.log.Warn("publishing API address failed", "err", err)
 			return
 		}
@@ -164,7 +164,7 @@ func (n *Node) promoter(t *leaderTerm) {
 			if !n.caughtUp(s.ID, seen) {
 				continue
 			}
-			if err := n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			if err := n.wait(n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.ApplyTimeout)); err != nil {
 				n.log.Warn("promoting non-voter failed", "id", s.ID, "err", err)
 				continue
 			}

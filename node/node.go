@@ -33,7 +33,8 @@ var (
 	// ErrIndeterminate is returned when leadership was lost while a request
 	// was in flight: it may or may not have been committed.
 	ErrIndeterminate = errors.New("node: leadership lost; the request may or may not have been applied")
-	// ErrClosed is returned after Close.
+	// ErrClosed is returned after Close, and to requests in flight when
+	// the node closes: those may or may not have been applied.
 	ErrClosed = errors.New("node: closed")
 )
 
@@ -61,6 +62,7 @@ type Node struct {
 	notify    chan bool     // raft's leadership notifications
 	kick      chan struct{} // wakes the expirer after a batch applied
 	closing   chan struct{}
+	raftDown  chan struct{} // closed once raft has shut down; see wait
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 }
@@ -86,6 +88,7 @@ func New(cfg Config) (*Node, error) {
 		metrics:   newMetrics(cfg.Registerer),
 		kick:      make(chan struct{}, 1),
 		closing:   make(chan struct{}),
+		raftDown:  make(chan struct{}),
 	}
 	n.limits = cfg.Limits
 	n.limits.MinTTL = n.minTTL
@@ -299,6 +302,7 @@ func (n *Node) stop(transfer bool) error {
 		}
 		close(n.closing)
 		err = n.raft.Shutdown().Error()
+		close(n.raftDown)
 		n.wg.Wait()
 		n.hub.closeAll()
 		if cerr := n.closeStores(); err == nil {

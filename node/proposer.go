@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -120,7 +121,7 @@ func (n *Node) proposer() {
 func (n *Node) completer() {
 	defer n.wg.Done()
 	for in := range n.inflight {
-		err := in.future.Error()
+		err := n.wait(in.future)
 		if err != nil {
 			fail(in.props, mapRaftError(err))
 			continue
@@ -159,6 +160,25 @@ func fail(props []*proposal, err error) {
 	for _, p := range props {
 		p.done <- proposalResult{err: err}
 	}
+}
+
+// wait returns f.Error(), or raft.ErrRaftShutdown once raft has shut down.
+// hashicorp/raft never answers a future whose entry was committed but
+// still queued for the FSM when it shut down (hashicorp/raft#498), which
+// would leave stop waiting for the completer for ever. raft's futures embed
+// an exported ShutdownCh for this purpose but raft sets it only on some of
+// them; wait sets it (through reflection: the future types are unexported)
+// to a channel closed after raft's shutdown completes, when no answer can
+// come any more.
+func (n *Node) wait(f raft.Future) error {
+	v := reflect.ValueOf(f)
+	if v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().Kind() == reflect.Struct {
+		ch := v.Elem().FieldByName("ShutdownCh")
+		if ch.IsValid() && ch.CanSet() && ch.Type() == reflect.TypeOf(n.raftDown) && ch.IsNil() {
+			ch.Set(reflect.ValueOf(n.raftDown))
+		}
+	}
+	return f.Error()
 }
 
 func mapRaftError(err error) error {

@@ -140,10 +140,10 @@ func toConnect(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, node.ErrIndeterminate):
+	case errors.Is(err, node.ErrIndeterminate), errors.Is(err, node.ErrClosed):
 		return wire.Indeterminate(err)
 	case errors.Is(err, node.ErrNotLeader), errors.Is(err, node.ErrNoLeader),
-		errors.Is(err, node.ErrClosed), errors.Is(err, node.ErrWatchLagged):
+		errors.Is(err, node.ErrWatchLagged):
 		return connect.NewError(connect.CodeUnavailable, err)
 	}
 	return wire.ToConnectError(err)
