@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -46,6 +47,18 @@ func (m *Manager) Do(ops ...Op) ([]Result, []Event, error) {
 	for _, op := range ops {
 		if err := m.limits.Validate(op); err != nil {
 			return nil, nil, err
+		}
+	}
+	// As Limits documents (and as the node does), a wait with no timeout
+	// waits MaxWait. A zero timeout would queue a waiter that is already
+	// past its deadline and can never be granted.
+	copied := false
+	for i := range ops {
+		if ops[i].Type == OpAcquire && ops[i].Wait && ops[i].WaitTimeout <= 0 {
+			if !copied {
+				ops, copied = slices.Clone(ops), true // keep the caller's ops
+			}
+			ops[i].WaitTimeout = m.limits.MaxWait
 		}
 	}
 	m.mu.Lock()

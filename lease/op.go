@@ -12,15 +12,15 @@ type OpType uint8
 // The operations. The numeric values are part of the log format: never
 // renumber them.
 const (
-	OpAcquire    OpType = 1 // Name, Holder, TTL, Wait, WaitTimeout
-	OpRenew      OpType = 2 // Refs
-	OpRelease    OpType = 3 // Name, Token
-	OpExpire     OpType = 4 // (uses the batch time)
-	OpGet        OpType = 5 // Name
-	OpList       OpType = 6 // Prefix
-	OpPut        OpType = 7 // Key, Value, Name (lease), Token
-	OpKVGet      OpType = 8 // Key
-	OpDelete     OpType = 9 // Key, Name (lease), Token
+	OpAcquire    OpType = 1  // Name, Holder, TTL, Wait, WaitTimeout
+	OpRenew      OpType = 2  // Refs
+	OpRelease    OpType = 3  // Name, Token
+	OpExpire     OpType = 4  // (uses the batch time)
+	OpGet        OpType = 5  // Name
+	OpList       OpType = 6  // Prefix
+	OpPut        OpType = 7  // Key, Value, Name (lease), Token
+	OpKVGet      OpType = 8  // Key
+	OpDelete     OpType = 9  // Key, Name (lease), Token
 	OpCancelWait OpType = 10 // Name, Holder
 )
 

@@ -262,6 +262,28 @@ func (a *applier) grant(name, holder string, ttl time.Duration) *Lease {
 
 func (s *State) pushExpiry(l *Lease) {
 	heap.Push(&s.expiries, expiry{at: l.ExpiresAt, name: l.Name, token: l.Token})
+	// Every renewal leaves a stale entry behind. NextDeadline drops stale
+	// entries only as they reach the top, and a Manager never calls it, so
+	// compact once the heap is much larger than the set of leases. Which
+	// stale entries the heap holds never changes what Apply does.
+	if n := len(s.expiries); n > 64 && n > 2*len(s.leases) {
+		s.compactExpiries()
+	}
+}
+
+// compactExpiries keeps one entry per lease: the one that matches it.
+func (s *State) compactExpiries() {
+	kept := s.expiries[:0]
+	seen := make(map[string]bool, len(s.leases))
+	for _, e := range s.expiries {
+		if l, ok := s.leases[e.name]; ok && !seen[e.name] && l.Token == e.token && l.ExpiresAt == e.at {
+			seen[e.name] = true
+			kept = append(kept, e)
+		}
+	}
+	clear(s.expiries[len(kept):])
+	s.expiries = kept
+	heap.Init(&s.expiries)
 }
 
 func (a *applier) acquire(op Op) Result {

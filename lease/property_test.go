@@ -1,0 +1,666 @@
+package lease
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// The property test drives a State with random batches over a few names,
+// holders and keys, and after every batch checks it against a reference
+// model written from the rules, against invariants read from the events
+// alone, against a replica restored from a snapshot (fed each batch through
+// the binary codec), and against a Manager fed the same operations through
+// a fake clock.
+
+var (
+	propNames   = []string{"a", "b", "c"}
+	propHolders = []string{"h1", "h2", "h3"}
+	propKeys    = []string{"k1", "k2"}
+	propLimits  = Limits{
+		MaxNameLen: 16, MaxHolderLen: 16, MaxValueLen: 8,
+		MinTTL: sec, MaxTTL: 10 * sec, MaxWait: 20 * sec, MaxRenew: 4,
+	}
+)
+
+// ---- reference model ----
+
+type modelKey struct {
+	fence uint64
+	entry *Entry
+}
+
+// model is a direct, unoptimised reading of the rules: no heap, linear
+// scans, everything recomputed.
+type model struct {
+	now    time.Duration
+	last   uint64
+	rev    uint64
+	leases map[string]Lease
+	queues map[string][]waiter
+	kv     map[string]modelKey
+	events []Event
+}
+
+func newModel() *model {
+	return &model{leases: map[string]Lease{}, queues: map[string][]waiter{}, kv: map[string]modelKey{}}
+}
+
+func (m *model) emit(t EventType, l Lease) {
+	m.events = append(m.events, Event{Type: t, Lease: l, At: m.now})
+}
+
+func (m *model) grant(name, holder string, ttl time.Duration) Lease {
+	m.last++
+	l := Lease{Name: name, Holder: holder, Token: m.last, TTL: ttl, GrantedAt: m.now, ExpiresAt: m.now + ttl}
+	m.leases[name] = l
+	m.emit(EventGranted, l)
+	return l
+}
+
+// free grants name to the first waiter whose deadline is still ahead,
+// dropping the ones behind it.
+func (m *model) free(name string) {
+	q := m.queues[name]
+	for len(q) > 0 {
+		w := q[0]
+		q = q[1:]
+		if w.Deadline > m.now {
+			m.grant(name, w.Holder, w.TTL)
+			break
+		}
+	}
+	if len(q) == 0 {
+		delete(m.queues, name)
+	} else {
+		m.queues[name] = q
+	}
+}
+
+// liveLease frees name if its lease has expired and returns its live lease.
+func (m *model) liveLease(name string) (Lease, bool) {
+	if l, ok := m.leases[name]; ok {
+		if l.ExpiresAt > m.now {
+			return l, true
+		}
+		delete(m.leases, name)
+		m.emit(EventExpired, l)
+	}
+	m.free(name)
+	l, ok := m.leases[name]
+	return l, ok
+}
+
+func (m *model) removeWaiter(name, holder string) {
+	q := slices.DeleteFunc(slices.Clone(m.queues[name]), func(w waiter) bool { return w.Holder == holder })
+	if len(q) == 0 {
+		delete(m.queues, name)
+	} else {
+		m.queues[name] = q
+	}
+}
+
+var errModelStale = &StaleError{Detail: "model"}
+
+func (m *model) current(name string, token uint64) (Lease, bool) {
+	l, ok := m.liveLease(name)
+	return l, ok && l.Token == token
+}
+
+func (m *model) apply(b Batch) ([]Result, []Event) {
+	m.now = max(m.now, b.Now)
+	m.events = nil
+	var res []Result
+	for _, op := range b.Ops {
+		r := m.op(op)
+		r.Now = m.now
+		res = append(res, r)
+	}
+	return res, m.events
+}
+
+func (m *model) op(op Op) Result {
+	switch op.Type {
+	case OpAcquire:
+		l, ok := m.liveLease(op.Name)
+		if !ok {
+			return Result{Lease: m.grant(op.Name, op.Holder, op.TTL)}
+		}
+		if l.Holder == op.Holder {
+			l.TTL, l.ExpiresAt = op.TTL, m.now+op.TTL
+			m.leases[op.Name] = l
+			m.removeWaiter(op.Name, op.Holder)
+			return Result{Lease: l}
+		}
+		held := &HeldError{Name: op.Name, Holder: l.Holder, Token: l.Token, Remaining: l.ExpiresAt - m.now}
+		if !op.Wait {
+			return Result{Err: held}
+		}
+		w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: m.now + op.WaitTimeout}
+		q := m.queues[op.Name]
+		if i := slices.IndexFunc(q, func(x waiter) bool { return x.Holder == op.Holder }); i >= 0 {
+			q[i] = w
+		} else {
+			m.queues[op.Name] = append(slices.Clone(q), w)
+		}
+		return Result{Err: held, Queued: true}
+	case OpRenew:
+		var rr []RenewResult
+		for _, ref := range op.Refs {
+			l, ok := m.current(ref.Name, ref.Token)
+			if !ok {
+				rr = append(rr, RenewResult{Ref: ref, Err: errModelStale})
+				continue
+			}
+			l.ExpiresAt = m.now + l.TTL
+			m.leases[ref.Name] = l
+			rr = append(rr, RenewResult{Ref: ref, Lease: l})
+		}
+		return Result{Renewed: rr}
+	case OpRelease:
+		l, ok := m.current(op.Name, op.Token)
+		if !ok {
+			return Result{Err: errModelStale}
+		}
+		delete(m.leases, op.Name)
+		m.emit(EventReleased, l)
+		m.free(op.Name)
+		return Result{}
+	case OpExpire:
+		for {
+			var first *Lease
+			for _, l := range m.leases {
+				if l.ExpiresAt <= m.now && (first == nil || l.ExpiresAt < first.ExpiresAt ||
+					l.ExpiresAt == first.ExpiresAt && l.Name < first.Name) {
+					first = &l
+				}
+			}
+			if first == nil {
+				return Result{}
+			}
+			m.liveLease(first.Name)
+		}
+	case OpGet:
+		l, ok := m.liveLease(op.Name)
+		if !ok {
+			return Result{Err: ErrNotFound}
+		}
+		return Result{Lease: l}
+	case OpList:
+		var out []Lease
+		for _, name := range sortedKeys(m.leases) {
+			if !strings.HasPrefix(name, op.Prefix) {
+				continue
+			}
+			if l, ok := m.liveLease(name); ok {
+				out = append(out, l)
+			}
+		}
+		return Result{Leases: out}
+	case OpPut, OpDelete:
+		// The fenced store's rule: the token is the current, unexpired
+		// grant of the named lease, and not lower than the key's fence.
+		if _, ok := m.current(op.Name, op.Token); !ok {
+			return Result{Err: errModelStale}
+		}
+		k := m.kv[op.Key]
+		if op.Token < k.fence {
+			return Result{Err: errModelStale}
+		}
+		if op.Type == OpDelete {
+			if k.entry == nil {
+				return Result{Err: ErrNotFound}
+			}
+			m.rev++
+			m.kv[op.Key] = modelKey{fence: op.Token}
+			return Result{Revision: m.rev}
+		}
+		m.rev++
+		var v []byte
+		if len(op.Value) > 0 {
+			v = slices.Clone(op.Value)
+		}
+		m.kv[op.Key] = modelKey{fence: op.Token, entry: &Entry{Key: op.Key, Value: v, Lease: op.Name, Token: op.Token, Revision: m.rev}}
+		return Result{Revision: m.rev}
+	case OpKVGet:
+		k := m.kv[op.Key]
+		if k.entry == nil {
+			return Result{Err: ErrNotFound}
+		}
+		return Result{Entry: *k.entry}
+	case OpCancelWait:
+		m.removeWaiter(op.Name, op.Holder)
+		return Result{}
+	}
+	return Result{Err: ErrInvalid}
+}
+
+// errKind reduces an error to what the model can predict.
+func errKind(err error) string {
+	var held *HeldError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &held):
+		return fmt.Sprintf("held %+v", *held)
+	case errors.Is(err, ErrStaleToken):
+		return "stale"
+	case errors.Is(err, ErrNotFound):
+		return "not found"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	}
+	return "other: " + err.Error()
+}
+
+type normRenew struct {
+	Ref   Ref
+	Lease Lease
+	Err   string
+}
+
+type normResult struct {
+	Err      string
+	Lease    Lease
+	Queued   bool
+	Renewed  []normRenew
+	Leases   []Lease
+	Entry    string
+	Revision uint64
+	Now      time.Duration
+}
+
+func normalize(r Result) normResult {
+	n := normResult{Err: errKind(r.Err), Lease: r.Lease, Queued: r.Queued, Leases: r.Leases, Revision: r.Revision, Now: r.Now}
+	for _, rr := range r.Renewed {
+		n.Renewed = append(n.Renewed, normRenew{Ref: rr.Ref, Lease: rr.Lease, Err: errKind(rr.Err)})
+	}
+	if r.Entry.Key != "" {
+		n.Entry = fmt.Sprintf("%s=%q lease=%s token=%d rev=%d", r.Entry.Key, r.Entry.Value, r.Entry.Lease, r.Entry.Token, r.Entry.Revision)
+	}
+	return n
+}
+
+// ---- invariants read from the events ----
+
+type history struct {
+	lastToken uint64
+	live      map[string]Lease         // the current grant of each name, per the events
+	freedAt   map[string]time.Duration // when the previous grant of a name ended
+	fences    map[string]uint64        // highest token each key accepted
+}
+
+func newHistory() *history {
+	return &history{live: map[string]Lease{}, freedAt: map[string]time.Duration{}, fences: map[string]uint64{}}
+}
+
+func (h *history) check(ev []Event, now time.Duration) error {
+	for _, e := range ev {
+		if e.At != now {
+			return fmt.Errorf("event %+v stamped at %s, batch applied at %s", e, e.At, now)
+		}
+		name := e.Lease.Name
+		switch e.Type {
+		case EventGranted:
+			if e.Lease.Token <= h.lastToken {
+				return fmt.Errorf("grant %+v: token not above the last token %d", e.Lease, h.lastToken)
+			}
+			h.lastToken = e.Lease.Token
+			if prev, ok := h.live[name]; ok {
+				return fmt.Errorf("grant %+v while %+v was never released or expired", e.Lease, prev)
+			}
+			if end, ok := h.freedAt[name]; ok && e.At < end {
+				return fmt.Errorf("grant %+v at %s overlaps the previous grant, which ended at %s", e.Lease, e.At, end)
+			}
+			if e.Lease.GrantedAt != e.At || e.Lease.ExpiresAt != e.At+e.Lease.TTL {
+				return fmt.Errorf("grant %+v at %s has the wrong times", e.Lease, e.At)
+			}
+			h.live[name] = e.Lease
+		case EventReleased, EventExpired:
+			prev, ok := h.live[name]
+			if !ok || prev.Token != e.Lease.Token {
+				return fmt.Errorf("%s of %+v, but the current grant is %+v (%v)", e.Type, e.Lease, prev, ok)
+			}
+			delete(h.live, name)
+			if e.Type == EventExpired {
+				if e.Lease.ExpiresAt > e.At {
+					return fmt.Errorf("expired %+v at %s, before its expiry", e.Lease, e.At)
+				}
+				h.freedAt[name] = e.Lease.ExpiresAt
+			} else {
+				if e.Lease.ExpiresAt <= e.At {
+					return fmt.Errorf("released %+v at %s, after its expiry", e.Lease, e.At)
+				}
+				h.freedAt[name] = e.At
+			}
+		default:
+			return fmt.Errorf("unknown event %+v", e)
+		}
+	}
+	return nil
+}
+
+// checkResults checks what the results claim: leases returned are live,
+// and a write is accepted only with a granted token, never below the key's
+// fence. (That the token was the current grant is checked by the model.)
+func (h *history) checkResults(ops []Op, res []Result) error {
+	for i, op := range ops {
+		r := res[i]
+		switch op.Type {
+		case OpAcquire, OpGet:
+			if r.Err == nil && (r.Lease.ExpiresAt <= r.Now || r.Lease.Name != op.Name) {
+				return fmt.Errorf("%s %s returned a lease that is not live: %+v at %s", op.Type, op.Name, r.Lease, r.Now)
+			}
+		case OpList:
+			for _, l := range r.Leases {
+				if l.ExpiresAt <= r.Now {
+					return fmt.Errorf("list returned the expired %+v at %s", l, r.Now)
+				}
+			}
+		case OpPut, OpDelete:
+			if r.Err != nil {
+				continue
+			}
+			if op.Token < h.fences[op.Key] {
+				return fmt.Errorf("%s %s with token %d accepted below the fence %d", op.Type, op.Key, op.Token, h.fences[op.Key])
+			}
+			if op.Token > h.lastToken {
+				return fmt.Errorf("%s accepted the never-granted token %d", op.Type, op.Token)
+			}
+			h.fences[op.Key] = op.Token
+		}
+	}
+	return nil
+}
+
+// ---- generators ----
+
+func drawOp(t *rapid.T, s *State) Op {
+	name := rapid.SampledFrom(propNames).Draw(t, "name")
+	holder := rapid.SampledFrom(propHolders).Draw(t, "holder")
+	key := rapid.SampledFrom(propKeys).Draw(t, "key")
+	token := func(label, name string) uint64 {
+		// Usually the current grant of the name, else any token.
+		if l, ok := s.Lease(name); ok && rapid.IntRange(0, 3).Draw(t, label+" current") > 0 {
+			return l.Token
+		}
+		return rapid.Uint64Range(1, s.LastToken()+1).Draw(t, label)
+	}
+	ttl := time.Duration(rapid.IntRange(1, 10).Draw(t, "ttl")) * sec
+	switch rapid.IntRange(0, 12).Draw(t, "op") {
+	case 0, 1, 2:
+		op := acq(name, holder, ttl)
+		if rapid.Bool().Draw(t, "wait") {
+			op.Wait = true
+			op.WaitTimeout = time.Duration(rapid.IntRange(0, 20).Draw(t, "wait timeout")) * sec
+		}
+		return op
+	case 3, 4:
+		n := rapid.IntRange(1, 3).Draw(t, "refs")
+		var refs []Ref
+		for range n {
+			rn := rapid.SampledFrom(propNames).Draw(t, "ref name")
+			refs = append(refs, Ref{Name: rn, Token: token("ref token", rn)})
+		}
+		return renew(refs...)
+	case 5:
+		return rel(name, token("token", name))
+	case 6:
+		return Op{Type: OpExpire}
+	case 7:
+		return Op{Type: OpGet, Name: name}
+	case 8:
+		return Op{Type: OpList, Prefix: rapid.SampledFrom([]string{"", "a", "b", "x"}).Draw(t, "prefix")}
+	case 9, 10:
+		return Op{Type: OpPut, Key: key, Name: name, Token: token("token", name),
+			Value: rapid.SliceOfN(rapid.Byte(), 0, 4).Draw(t, "value")}
+	case 11:
+		if rapid.Bool().Draw(t, "kv get") {
+			return Op{Type: OpKVGet, Key: key}
+		}
+		return del(key, name, token("token", name))
+	default:
+		return Op{Type: OpCancelWait, Name: name, Holder: holder}
+	}
+}
+
+// withWaitDefault gives a wait with no timeout the longest one, as the
+// Manager and the node do before proposing.
+func withWaitDefault(ops []Op, lim Limits) []Op {
+	out := slices.Clone(ops)
+	for i := range out {
+		if out[i].Type == OpAcquire && out[i].Wait && out[i].WaitTimeout <= 0 {
+			out[i].WaitTimeout = lim.MaxWait
+		}
+	}
+	return out
+}
+
+func snapOf(t *rapid.T, s *State) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := s.WriteSnapshot(&buf); err != nil {
+		t.Fatalf("WriteSnapshot: %v", err)
+	}
+	return buf.Bytes()
+}
+
+func TestProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := New()
+		ref := newModel()
+		hist := newHistory()
+		clock := &fakeClock{t: time.Unix(1700000000, 0)}
+		start := clock.t
+		mgr := NewManager(clock, propLimits)
+		var replica *State // restored from a snapshot taken along the way
+
+		now := time.Duration(0)
+		steps := rapid.IntRange(1, 100).Draw(t, "batches")
+		for step := range steps {
+			now += time.Duration(rapid.IntRange(-3, 8).Draw(t, "dt")) * sec
+			invalid := rapid.IntRange(0, 30).Draw(t, "invalid") == 0
+			nops := rapid.IntRange(0, 4).Draw(t, "ops")
+			var ops []Op
+			for range nops {
+				ops = append(ops, drawOp(t, s))
+			}
+			if invalid && nops > 0 {
+				ops[0] = rapid.SampledFrom([]Op{
+					acq("a", "h1", 0),
+					acq("a", "", sec),
+					rel("a", 0),
+					{Type: OpGet},
+					put("k1", "too long a value", "a", 1),
+					renew(),
+					acqWait("a", "h1", sec, propLimits.MaxWait+1),
+				}).Draw(t, "invalid op")
+			}
+
+			// The Manager validates first: an invalid op rejects the batch.
+			clock.t = start.Add(now)
+			mres, mev, merr := mgr.Do(ops...)
+			if invalid && nops > 0 {
+				if !errors.Is(merr, ErrInvalid) {
+					t.Fatalf("Manager accepted a batch with an invalid op: %v", merr)
+				}
+				continue
+			}
+			if merr != nil {
+				t.Fatalf("Manager rejected valid ops %+v: %v", ops, merr)
+			}
+
+			// What the expiry heap holds must never change what Apply does:
+			// compact it at random here, never in the replica or Manager.
+			if rapid.IntRange(0, 7).Draw(t, "compact") == 0 {
+				s.compactExpiries()
+			}
+			b := Batch{Now: now, Ops: withWaitDefault(ops, propLimits)}
+			res, ev := s.Apply(b)
+			if s.Now() != max(ref.now, now) {
+				t.Fatalf("cluster time %s, want max(%s, %s)", s.Now(), ref.now, now)
+			}
+
+			// Against the reference model.
+			mres2, mev2 := ref.apply(b)
+			for i := range ops {
+				if got, want := normalize(res[i]), normalize(mres2[i]); !reflect.DeepEqual(got, want) {
+					t.Fatalf("step %d op %d %+v:\n got  %+v\n want %+v", step, i, ops[i], got, want)
+				}
+			}
+			if !reflect.DeepEqual(ev, mev2) && (len(ev) > 0 || len(mev2) > 0) {
+				t.Fatalf("step %d events:\n got  %+v\n want %+v", step, ev, mev2)
+			}
+			if s.LastToken() != ref.last || s.Revision() != ref.rev {
+				t.Fatalf("counters: token %d revision %d, model %d %d", s.LastToken(), s.Revision(), ref.last, ref.rev)
+			}
+
+			// Invariants from the events and results alone.
+			if err := hist.check(ev, s.Now()); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+			if err := hist.checkResults(ops, res); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+			if hist.lastToken != s.LastToken() {
+				t.Fatalf("LastToken %d, last granted %d", s.LastToken(), hist.lastToken)
+			}
+			stored := s.Leases("")
+			if len(stored) != len(hist.live) {
+				t.Fatalf("%d stored leases, %d known from the events", len(stored), len(hist.live))
+			}
+			var minExp time.Duration
+			for i, l := range stored {
+				if hist.live[l.Name].Token != l.Token {
+					t.Fatalf("stored %+v, events say %+v", l, hist.live[l.Name])
+				}
+				if i == 0 || l.ExpiresAt < minExp {
+					minExp = l.ExpiresAt
+				}
+			}
+			if d, ok := s.NextDeadline(); ok != (len(stored) > 0) || ok && d != minExp {
+				t.Fatalf("NextDeadline = %s, %v; earliest stored expiry %s of %d", d, ok, minExp, len(stored))
+			}
+			if n := len(s.expiries); n > 2*len(s.leases)+64 {
+				t.Fatalf("expiry heap holds %d entries for %d leases", n, len(s.leases))
+			}
+			for name := range s.queues {
+				if _, ok := s.leases[name]; !ok {
+					t.Fatalf("queue for %s, which has no lease", name)
+				}
+			}
+
+			// The Manager behaves like the State.
+			if !reflect.DeepEqual(mres, res) || !reflect.DeepEqual(mev, ev) {
+				t.Fatalf("Manager diverged at step %d:\n got  %+v %+v\n want %+v %+v", step, mres, mev, res, ev)
+			}
+
+			// A replica restored from a snapshot behaves identically.
+			data := snapOf(t, s)
+			if replica != nil {
+				// The replica applies the batch as a follower does: after
+				// the trip through the log's binary encoding.
+				wire, err := DecodeBatch(EncodeBatch(b))
+				if err != nil {
+					t.Fatalf("DecodeBatch of an encoded batch: %v", err)
+				}
+				rres, rev := replica.Apply(wire)
+				if !reflect.DeepEqual(rres, res) || !reflect.DeepEqual(rev, ev) {
+					t.Fatalf("restored replica diverged at step %d:\n got  %+v %+v\n want %+v %+v", step, rres, rev, res, ev)
+				}
+				if rdata := snapOf(t, replica); !bytes.Equal(rdata, data) {
+					t.Fatalf("replica snapshot differs at step %d:\n%s\n%s", step, rdata, data)
+				}
+			}
+			if replica == nil || rapid.IntRange(0, 4).Draw(t, "resnapshot") == 0 {
+				r, err := ReadSnapshot(bytes.NewReader(data))
+				if err != nil {
+					t.Fatalf("ReadSnapshot: %v", err)
+				}
+				if again := snapOf(t, r); !bytes.Equal(again, data) {
+					t.Fatalf("snapshot of the restored state differs:\n%s\n%s", again, data)
+				}
+				replica = r
+			}
+			if mdata := snapOf(t, mgr.st); !bytes.Equal(mdata, data) {
+				t.Fatalf("Manager state differs at step %d:\n%s\n%s", step, mdata, data)
+			}
+		}
+	})
+}
+
+// TestCheckersCanFail makes sure the property test can fail: broken
+// results and histories are caught by the model and by the invariants.
+func TestCheckersCanFail(t *testing.T) {
+	s := New()
+	mustGrant(t, s, 0, "a", "h1", 10*sec)
+	mustGrant(t, s, 0, "b", "h2", 10*sec)
+	ops := []Op{put("k", "v", "b", 2), put("k", "w", "a", 1)}
+	res, _ := apply(t, s, sec, ops...)
+	if res[0].Err != nil || res[1].Err == nil {
+		t.Fatalf("setup: %v, %v", res[0].Err, res[1].Err)
+	}
+	h := newHistory()
+	h.lastToken = 2
+	if err := h.checkResults(ops, res); err != nil {
+		t.Fatalf("correct results rejected: %v", err)
+	}
+	res[1].Err, res[1].Revision = nil, 2 // pretend the fence failed
+	if err := newHistoryAt(2).checkResults(ops, res); err == nil {
+		t.Fatal("the fence invariant accepted a write below the key's fence")
+	}
+	ref := newModel()
+	ref.apply(Batch{Ops: []Op{acq("a", "h1", 10*sec), acq("b", "h2", 10*sec)}})
+	mres, _ := ref.apply(Batch{Now: sec, Ops: ops})
+	if reflect.DeepEqual(normalize(mres[1]), normalize(res[1])) {
+		t.Fatal("the model accepted a write below the key's fence")
+	}
+
+	g1 := Lease{Name: "n", Holder: "h1", Token: 1, TTL: 10 * sec, ExpiresAt: 10 * sec}
+	g2 := Lease{Name: "n", Holder: "h2", Token: 2, TTL: 10 * sec, GrantedAt: 5 * sec, ExpiresAt: 15 * sec}
+	old := Lease{Name: "m", Holder: "h2", Token: 1, TTL: 10 * sec, GrantedAt: 5 * sec, ExpiresAt: 15 * sec}
+	for _, tc := range []struct {
+		name string
+		ev   []Event
+	}{
+		{"two live grants", []Event{{EventGranted, g1, 0}, {EventGranted, g2, 5 * sec}}},
+		{"expired before its expiry", []Event{{EventGranted, g1, 0}, {EventExpired, g1, 5 * sec}}},
+		{"grant overlapping the expired one", []Event{{EventGranted, g1, 0}, {EventExpired, g1, 12 * sec}, {EventGranted, g2, 5 * sec}}},
+		{"grant with the wrong times", []Event{{EventGranted, g2, 6 * sec}}},
+		{"token reused", []Event{{EventGranted, g1, 0}, {EventGranted, old, 5 * sec}}},
+		{"release after expiry", []Event{{EventGranted, g1, 0}, {EventReleased, g1, 10 * sec}}},
+		{"release of another grant", []Event{{EventGranted, g1, 0}, {EventReleased, g2, 5 * sec}}},
+	} {
+		h := newHistory()
+		var err error
+		for _, e := range tc.ev {
+			if err = h.check([]Event{e}, e.At); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			t.Errorf("%s: history accepted", tc.name)
+		}
+	}
+	h = newHistory()
+	if err := h.check([]Event{{EventGranted, g1, 0}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	g3 := Lease{Name: "n", Holder: "h2", Token: 2, TTL: 10 * sec, GrantedAt: 10 * sec, ExpiresAt: 20 * sec}
+	if err := h.check([]Event{{EventExpired, g1, 10 * sec}, {EventGranted, g3, 10 * sec}}, 10*sec); err != nil {
+		t.Fatalf("a correct history rejected: %v", err)
+	}
+}
+
+func newHistoryAt(lastToken uint64) *history {
+	h := newHistory()
+	h.lastToken = lastToken
+	return h
+}
