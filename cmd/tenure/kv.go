@@ -77,29 +77,24 @@ func (a *app) kvPut(ctx context.Context, args []string) error {
 	if err := f.require(c); err != nil {
 		return err
 	}
-	cl, err := a.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := a.withTimeout(ctx, 0)
-	defer cancel()
-	value := []byte(pos[1])
-	if pos[1] == "-" {
-		// Values too large for a command-line argument come from stdin.
-		if value, err = io.ReadAll(io.LimitReader(stdin, maxStdinValue)); err != nil {
-			return fmt.Errorf("kv put: reading the value from stdin: %w", err)
+	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
+		value := []byte(pos[1])
+		if pos[1] == "-" {
+			// Values too large for a command-line argument come from stdin.
+			if value, err = io.ReadAll(io.LimitReader(stdin, maxStdinValue)); err != nil {
+				return fmt.Errorf("kv put: reading the value from stdin: %w", err)
+			}
 		}
-	}
-	rev, err := cl.Put(ctx, pos[0], value, f.lease, f.token.v)
-	if err != nil {
-		return err
-	}
-	a.out().print(struct {
-		Key      string `json:"key"`
-		Revision uint64 `json:"revision"`
-	}{pos[0], rev}, fmt.Sprintf("put %s (revision %d)", pos[0], rev))
-	return nil
+		rev, err := cl.Put(ctx, pos[0], value, f.lease, f.token.v)
+		if err != nil {
+			return err
+		}
+		a.out().print(struct {
+			Key      string `json:"key"`
+			Revision uint64 `json:"revision"`
+		}{pos[0], rev}, fmt.Sprintf("put %s (revision %d)", pos[0], rev))
+		return nil
+	})
 }
 
 // kvJSON is a value in -o json: the value as a string when it is UTF-8,
@@ -121,29 +116,24 @@ func (a *app) kvGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := a.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := a.withTimeout(ctx, 0)
-	defer cancel()
-	kv, err := cl.KVGet(ctx, pos[0])
-	if errors.Is(err, client.ErrNotFound) {
-		return &notFoundError{what: fmt.Sprintf("key %q", pos[0]), err: err}
-	}
-	if err != nil {
-		return err
-	}
-	j := kvJSON{Key: kv.Key, Lease: kv.Lease, Token: kv.Token, Revision: kv.Revision}
-	if utf8.Valid(kv.Value) {
-		j.Value = string(kv.Value)
-	} else {
-		j.ValueBase64 = kv.Value
-	}
-	a.out().print(j, fmt.Sprintf("%s = %q (lease %s, token %d, revision %d)",
-		kv.Key, kv.Value, kv.Lease, kv.Token, kv.Revision))
-	return nil
+	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
+		kv, err := cl.KVGet(ctx, pos[0])
+		if errors.Is(err, client.ErrNotFound) {
+			return &notFoundError{what: fmt.Sprintf("key %q", pos[0]), err: err}
+		}
+		if err != nil {
+			return err
+		}
+		j := kvJSON{Key: kv.Key, Lease: kv.Lease, Token: kv.Token, Revision: kv.Revision}
+		if utf8.Valid(kv.Value) {
+			j.Value = string(kv.Value)
+		} else {
+			j.ValueBase64 = kv.Value
+		}
+		a.out().print(j, fmt.Sprintf("%s = %q (lease %s, token %d, revision %d)",
+			kv.Key, kv.Value, kv.Lease, kv.Token, kv.Revision))
+		return nil
+	})
 }
 
 func (a *app) kvDelete(ctx context.Context, args []string) error {
@@ -158,21 +148,16 @@ func (a *app) kvDelete(ctx context.Context, args []string) error {
 	if err := f.require(c); err != nil {
 		return err
 	}
-	cl, err := a.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := a.withTimeout(ctx, 0)
-	defer cancel()
-	rev, err := cl.Delete(ctx, pos[0], f.lease, f.token.v)
-	if err != nil {
-		return err
-	}
-	a.out().print(struct {
-		Key      string `json:"key"`
-		Revision uint64 `json:"revision"`
-		Deleted  bool   `json:"deleted"`
-	}{pos[0], rev, true}, fmt.Sprintf("deleted %s (revision %d)", pos[0], rev))
-	return nil
+	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
+		rev, err := cl.Delete(ctx, pos[0], f.lease, f.token.v)
+		if err != nil {
+			return err
+		}
+		a.out().print(struct {
+			Key      string `json:"key"`
+			Revision uint64 `json:"revision"`
+			Deleted  bool   `json:"deleted"`
+		}{pos[0], rev, true}, fmt.Sprintf("deleted %s (revision %d)", pos[0], rev))
+		return nil
+	})
 }

@@ -74,82 +74,57 @@ func (a *app) acquire(ctx context.Context, args []string) error {
 	if *holder == "" {
 		*holder = defaultHolder()
 	}
-	cl, err := a.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	var opts []client.AcquireOption
 	extra := time.Duration(0)
 	if *wait {
 		opts = append(opts, client.Wait(*timeout))
 		extra = *timeout
 	}
-	ctx, cancel := a.withTimeout(ctx, extra)
-	defer cancel()
-	l, err := cl.Acquire(ctx, pos[0], *holder, *ttl, opts...)
-	if err != nil {
-		return err
-	}
-	a.out().lease(l)
-	return nil
+	return a.call(ctx, extra, func(ctx context.Context, cl *client.Client) error {
+		l, err := cl.Acquire(ctx, pos[0], *holder, *ttl, opts...)
+		if err != nil {
+			return err
+		}
+		a.out().lease(l)
+		return nil
+	})
 }
 
 func (a *app) renew(ctx context.Context, args []string) error {
 	c := a.newCommand("renew", "renew NAME --token T",
 		"Renews the grant of NAME with token T by its TTL and prints it.")
-	var token tokenFlag
-	c.fs.Var(&token, "token", "fencing `token` of the grant")
-	pos, err := a.parse(c, args, []string{"NAME"}, 1)
+	name, token, err := a.parseNameToken(c, args)
 	if err != nil {
 		return err
 	}
-	if err := token.require(c); err != nil {
-		return err
-	}
-	cl, err := a.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := a.withTimeout(ctx, 0)
-	defer cancel()
-	l, err := cl.RenewOne(ctx, pos[0], token.v)
-	if err != nil {
-		return err
-	}
-	a.out().lease(l)
-	return nil
+	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
+		l, err := cl.RenewOne(ctx, name, token)
+		if err != nil {
+			return err
+		}
+		a.out().lease(l)
+		return nil
+	})
 }
 
 func (a *app) release(ctx context.Context, args []string) error {
 	c := a.newCommand("release", "release NAME --token T",
 		"Releases the grant of NAME with token T, so the lease is free at once.")
-	var token tokenFlag
-	c.fs.Var(&token, "token", "fencing `token` of the grant")
-	pos, err := a.parse(c, args, []string{"NAME"}, 1)
+	name, token, err := a.parseNameToken(c, args)
 	if err != nil {
 		return err
 	}
-	if err := token.require(c); err != nil {
-		return err
-	}
-	cl, err := a.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := a.withTimeout(ctx, 0)
-	defer cancel()
-	if err := cl.Release(ctx, pos[0], token.v); err != nil {
-		return err
-	}
-	a.out().print(struct {
-		Name     string `json:"name"`
-		Token    uint64 `json:"token"`
-		Released bool   `json:"released"`
-	}{pos[0], token.v, true}, fmt.Sprintf("released %s (token %d)", pos[0], token.v))
-	return nil
+	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
+		if err := cl.Release(ctx, name, token); err != nil {
+			return err
+		}
+		a.out().print(struct {
+			Name     string `json:"name"`
+			Token    uint64 `json:"token"`
+			Released bool   `json:"released"`
+		}{name, token, true}, fmt.Sprintf("released %s (token %d)", name, token))
+		return nil
+	})
 }
 
 func (a *app) get(ctx context.Context, args []string) error {
@@ -159,22 +134,17 @@ func (a *app) get(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := a.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := a.withTimeout(ctx, 0)
-	defer cancel()
-	l, err := cl.Get(ctx, pos[0])
-	if errors.Is(err, client.ErrNotFound) {
-		return &notFoundError{what: fmt.Sprintf("lease %q", pos[0]), err: err}
-	}
-	if err != nil {
-		return err
-	}
-	a.out().lease(l)
-	return nil
+	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
+		l, err := cl.Get(ctx, pos[0])
+		if errors.Is(err, client.ErrNotFound) {
+			return &notFoundError{what: fmt.Sprintf("lease %q", pos[0]), err: err}
+		}
+		if err != nil {
+			return err
+		}
+		a.out().lease(l)
+		return nil
+	})
 }
 
 func (a *app) list(ctx context.Context, args []string) error {
@@ -189,19 +159,28 @@ func (a *app) list(ctx context.Context, args []string) error {
 	if len(pos) == 1 {
 		prefix = pos[0]
 	}
-	cl, err := a.client()
+	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
+		ls, err := cl.List(ctx, prefix)
+		if err != nil {
+			return err
+		}
+		for _, l := range ls {
+			a.out().lease(l)
+		}
+		return nil
+	})
+}
+
+// parseNameToken parses the NAME --token T of renew and release.
+func (a *app) parseNameToken(c *command, args []string) (string, uint64, error) {
+	var token tokenFlag
+	c.fs.Var(&token, "token", "fencing `token` of the grant")
+	pos, err := a.parse(c, args, []string{"NAME"}, 1)
 	if err != nil {
-		return err
+		return "", 0, err
 	}
-	defer cl.Close()
-	ctx, cancel := a.withTimeout(ctx, 0)
-	defer cancel()
-	ls, err := cl.List(ctx, prefix)
-	if err != nil {
-		return err
+	if err := token.require(c); err != nil {
+		return "", 0, err
 	}
-	for _, l := range ls {
-		a.out().lease(l)
-	}
-	return nil
+	return pos[0], token.v, nil
 }

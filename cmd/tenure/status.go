@@ -43,29 +43,24 @@ func (a *app) status(ctx context.Context, args []string) error {
 	if _, err := a.parse(c, args, nil, 0); err != nil {
 		return err
 	}
-	cl, err := a.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := a.withTimeout(ctx, 0)
-	defer cancel()
-	st, err := cl.Status(ctx)
-	if err != nil {
-		return err
-	}
-	j := statusJSON{
-		Endpoint: st.Endpoint, NodeID: st.NodeID, State: st.State,
-		LeaderID: st.LeaderID, LeaderAddress: st.LeaderAddress, Term: st.Term,
-		AppliedIndex: st.AppliedIndex, CommitIndex: st.CommitIndex, LastIndex: st.LastIndex,
-		ClusterTime: fmtDuration(st.ClusterTime), MinTTL: fmtDuration(st.MinTTL),
-		Leases: st.Leases, LastToken: st.LastToken, Members: []memberJSON{},
-	}
-	for _, m := range st.Members {
-		j.Members = append(j.Members, memberJSON(m))
-	}
-	a.out().print(j, statusText(st))
-	return nil
+	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return err
+		}
+		j := statusJSON{
+			Endpoint: st.Endpoint, NodeID: st.NodeID, State: st.State,
+			LeaderID: st.LeaderID, LeaderAddress: st.LeaderAddress, Term: st.Term,
+			AppliedIndex: st.AppliedIndex, CommitIndex: st.CommitIndex, LastIndex: st.LastIndex,
+			ClusterTime: fmtDuration(st.ClusterTime), MinTTL: fmtDuration(st.MinTTL),
+			Leases: st.Leases, LastToken: st.LastToken, Members: []memberJSON{},
+		}
+		for _, m := range st.Members {
+			j.Members = append(j.Members, memberJSON(m))
+		}
+		a.out().print(j, statusText(st))
+		return nil
+	})
 }
 
 func statusText(st client.Status) string {
