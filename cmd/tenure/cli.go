@@ -28,6 +28,7 @@ Commands:
   kv put KEY VALUE --lease NAME --token T
   kv get KEY
   kv delete KEY --lease NAME --token T
+  demo [--ttl 2s] [--pause D] [--scenario all] [--real]   see fencing at work
 
 Global flags (before or after the command):
   --endpoints ADDRS      comma-separated API addresses (env TENURE_ENDPOINTS,
@@ -140,6 +141,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.status(ctx, args)
 	case "kv":
 		return a.kv(ctx, args)
+	case "demo":
+		return a.demo(ctx, args)
 	case "help":
 		return &helpRequest{usage: topUsage}
 	}
