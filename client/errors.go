@@ -88,9 +88,12 @@ func classify(parent context.Context, err error, p retryPolicy) outcome {
 		return tryNext
 	case isDialError(err):
 		return tryNext
-	case code == connect.CodeUnavailable, code == connect.CodeDeadlineExceeded:
-		// The connection broke, or the attempt's own deadline passed (the
-		// caller's has not): the request may have been applied.
+	case code == connect.CodeUnavailable, code == connect.CodeDeadlineExceeded,
+		code == connect.CodeCanceled:
+		// The connection broke (connect reports a write to a connection
+		// the server closed as canceled), or the attempt's own deadline
+		// passed; the caller's context is still alive. The request may
+		// have been applied.
 		if p == retryAlways {
 			return tryNext
 		}

@@ -124,7 +124,12 @@ func (n *Node) open() error {
 			return err
 		}
 		n.trans = t
-		n.closer = append(n.closer, t.Close)
+		n.closer = append(n.closer, func() error {
+			// Close alone leaves pooled connections (and the goroutines
+			// reading them) open.
+			t.CloseStreams()
+			return t.Close()
+		})
 	}
 	if cfg.InMemory {
 		if cfg.ID == "" {
