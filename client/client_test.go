@@ -20,7 +20,7 @@ import (
 	"github.com/tenure-io/tenure/lease"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(withExampleCluster{m}) }
 
 // mustClient returns a client for endpoints with short backoffs, closed
 // when the test ends.

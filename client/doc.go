@@ -45,6 +45,15 @@
 // grant wrote the key in between, is refused with ErrStaleToken although
 // the first attempt wrote.
 //
+// # Sessions, elections and Run
+//
+// Package election builds on this client: sessions that renew many leases
+// in one request and end a holder's context before the server could
+// re-grant its lease, campaigns that re-check ownership before they
+// return, observers of leader changes, and Run, which runs a function
+// while this process leads. Lease.Sent, the send time of the request that
+// returned a grant, is what its local deadlines count from.
+//
 // # Errors
 //
 // Errors from the server keep its message and match the sentinels of the

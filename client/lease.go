@@ -51,11 +51,27 @@ func leaseFromProto(p *tenurev1.Lease, sent time.Time) Lease {
 type Ref = lease.Ref
 
 // AcquireOption changes how Acquire behaves.
-type AcquireOption func(*acquireOptions)
+type AcquireOption func(*AcquireSettings)
 
-type acquireOptions struct {
-	wait    bool
-	timeout time.Duration
+// AcquireSettings is what a list of AcquireOptions asks for. Code that
+// wraps or fakes a Client reads it with NewAcquireSettings.
+type AcquireSettings struct {
+	// Wait is set by the Wait option: queue on the server while the lease
+	// is held.
+	Wait bool
+	// WaitTimeout is how long to wait; 0 means as long as the server
+	// allows.
+	WaitTimeout time.Duration
+}
+
+// NewAcquireSettings applies opts to the zero settings (try once) and
+// returns the result.
+func NewAcquireSettings(opts ...AcquireOption) AcquireSettings {
+	var s AcquireSettings
+	for _, opt := range opts {
+		opt(&s)
+	}
+	return s
 }
 
 // Wait makes Acquire queue on the server (first come, first served) when
@@ -65,9 +81,9 @@ type acquireOptions struct {
 // it waits only for what is left of timeout (and queues again at the
 // back).
 func Wait(timeout time.Duration) AcquireOption {
-	return func(o *acquireOptions) {
-		o.wait = true
-		o.timeout = timeout
+	return func(o *AcquireSettings) {
+		o.Wait = true
+		o.WaitTimeout = timeout
 	}
 }
 
@@ -78,22 +94,19 @@ func Wait(timeout time.Duration) AcquireOption {
 // Acquire retries on other endpoints while the cluster is unavailable:
 // that is safe because acquiring again by the same holder is a renewal.
 func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Duration, opts ...AcquireOption) (Lease, error) {
-	var o acquireOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := NewAcquireSettings(opts...)
 	var waitUntil time.Time
-	if o.wait && o.timeout > 0 {
-		waitUntil = time.Now().Add(o.timeout)
+	if o.Wait && o.WaitTimeout > 0 {
+		waitUntil = time.Now().Add(o.WaitTimeout)
 	}
 	var (
 		res  *tenurev1.AcquireResponse
 		sent time.Time
 	)
 	err := c.call(ctx, retryAlways, func(ctx context.Context, ep *endpoint) error {
-		req := &tenurev1.AcquireRequest{Name: name, Holder: holder, Ttl: durationpb.New(ttl), Wait: o.wait}
+		req := &tenurev1.AcquireRequest{Name: name, Holder: holder, Ttl: durationpb.New(ttl), Wait: o.Wait}
 		timeout := c.cfg.RequestTimeout
-		if o.wait {
+		if o.Wait {
 			if waitUntil.IsZero() {
 				timeout = 0 // bounded by the server's maximum wait and ctx
 			} else if left := time.Until(waitUntil); left > 0 {

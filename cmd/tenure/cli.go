@@ -28,6 +28,7 @@ Commands:
   kv put KEY VALUE --lease NAME --token T
   kv get KEY
   kv delete KEY --lease NAME --token T
+  run NAME [--ttl 10s] [--kill-after D] -- CMD [ARGS...]   run CMD holding the lease
   demo [--ttl 2s] [--pause D] [--scenario all] [--real]   see fencing at work
 
 Global flags (before or after the command):
@@ -39,6 +40,7 @@ Global flags (before or after the command):
 
 Exit codes: 0 ok, 1 failure (unreachable, not found), 2 bad usage or invalid
 argument, 3 held by another holder, 4 rejected by fencing (stale token).
+tenure run exits with its command's code, or 4 if the lease was lost.
 
 Run 'tenure COMMAND -h' for the flags of a command.
 `
@@ -141,6 +143,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.status(ctx, args)
 	case "kv":
 		return a.kv(ctx, args)
+	case "run":
+		return a.runCommand(ctx, args)
 	case "demo":
 		return a.demo(ctx, args)
 	case "help":

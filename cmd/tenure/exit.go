@@ -19,6 +19,9 @@ const (
 
 // exitCode maps the error of a command to the exit code.
 func exitCode(err error) int {
+	if ec, ok := errors.AsType[exitCoder](err); ok {
+		return ec.ExitCode()
+	}
 	switch {
 	case err == nil:
 		return exitOK
@@ -30,6 +33,13 @@ func exitCode(err error) int {
 		return exitFenced
 	}
 	return exitFailure
+}
+
+// exitCoder is an error that sets the exit code itself (tenure run exits
+// with its command's code). An empty message prints nothing.
+type exitCoder interface {
+	error
+	ExitCode() int
 }
 
 func isUsage(err error) bool {
@@ -66,6 +76,9 @@ func report(w io.Writer, err error) {
 	if he, ok := errors.AsType[*client.HeldError](err); ok {
 		fmt.Fprintf(w, "tenure: %s is held by %s (token %d, %s remaining)\n",
 			he.Name, he.Holder, he.Token, fmtDuration(he.Remaining))
+		return
+	}
+	if err.Error() == "" {
 		return
 	}
 	fmt.Fprintf(w, "tenure: %v\n", err)

@@ -9,7 +9,11 @@
 //	   lease or key that does not exist (get, kv get)
 //	2  bad usage or invalid argument (also when the server rejects one)
 //	3  the lease is held by another holder (or acquire --wait timed out)
-//	4  rejected by fencing: stale token, not the holder, lease expired
+//	4  rejected by fencing: stale token, not the holder, lease expired;
+//	   for run: the lease was lost (or at risk) and the command was stopped
+//
+// tenure run NAME -- CMD exits with CMD's code otherwise (128+N if signal
+// N ended it).
 //
 // The default holder of acquire is the host name, a dash and the process
 // ID (e.g. web-1-4242), so two runs of the CLI are two holders; pass

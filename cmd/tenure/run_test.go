@@ -1,0 +1,162 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/internal/fakeserver"
+	"github.com/tenure-io/tenure/lease"
+)
+
+// syncWriter collects output written from other goroutines and signals
+// when it contains want.
+type syncWriter struct {
+	mu   sync.Mutex
+	b    strings.Builder
+	want string
+	seen chan struct{}
+}
+
+func newSyncWriter(want string) *syncWriter {
+	return &syncWriter{want: want, seen: make(chan struct{})}
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.b.String(), w.want)
+	w.b.Write(p)
+	if !had && strings.Contains(w.b.String(), w.want) {
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func TestRunGivesTheCommandItsLease(t *testing.T) {
+	c := startCluster(t)
+	env := map[string]string{"TENURE_ENDPOINTS": c.addr}
+	res := runCLI(t.Context(), env, "run", "jobs/x", "--holder", "h1", "--ttl", "3s", "--",
+		"sh", "-c", `echo "$TENURE_LEASE $TENURE_TOKEN $TENURE_HOLDER $TENURE_ENDPOINTS"; exit 5`)
+	if want := fmt.Sprintf("jobs/x %d h1 %s\n", currentToken, c.addr); res.code != 5 || res.stdout != want || res.stderr != "" {
+		t.Errorf("got code %d, stdout %q, stderr %q; want 5 and %q", res.code, res.stdout, res.stderr, want)
+	}
+	if n := c.Calls("Release"); n != 1 {
+		t.Errorf("%d releases after the command exited, want 1", n)
+	}
+	res = runCLI(t.Context(), env, "run", "jobs/x", "--", "sh", "-c", "kill -KILL $$")
+	if res.code != 128+9 {
+		t.Errorf("command killed by SIGKILL: tenure run exited %d, want 137", res.code)
+	}
+	res = runCLI(t.Context(), env, "run", "jobs/x", "--", "/nonexistent/command")
+	if res.code != exitFailure || !strings.Contains(res.stderr, "tenure: start /nonexistent/command: ") {
+		t.Errorf("got code %d, stderr %q; want 1 and why the command did not start", res.code, res.stderr)
+	}
+}
+
+func TestRunPassesOnItsInterruption(t *testing.T) {
+	c := startCluster(t)
+	out := newSyncWriter("started\n")
+	var errb strings.Builder
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"run", "jobs/x", "--", "sh", "-c", `trap 'echo got TERM; exit 0' TERM; echo started; sleep 60 & wait`},
+			out, &errb, func(k string) string { return map[string]string{"TENURE_ENDPOINTS": c.addr}[k] })
+	}()
+	<-out.seen
+	cancel() // as main's context on SIGINT or SIGTERM
+	if code := <-done; code != 0 || !strings.Contains(out.String(), "got TERM") {
+		t.Errorf("got code %d, stdout %q, stderr %q; want the command to get SIGTERM and exit 0", code, out, errb.String())
+	}
+	if n := c.Calls("Release"); n != 1 {
+		t.Errorf("%d releases, want 1", n)
+	}
+}
+
+func TestRunKillsTheCommandWhenTheLeaseIsLost(t *testing.T) {
+	// Every renewal is refused: someone else has the lease now.
+	c := startCluster(t, func(s *fakeserver.Server) {
+		s.Renew = func(_ context.Context, req *tenurev1.RenewRequest) (*tenurev1.RenewResponse, error) {
+			res := &tenurev1.RenewResponse{}
+			for _, r := range req.GetLeases() {
+				err := stale(r.GetName(), r.GetToken())
+				res.Results = append(res.Results, &tenurev1.RenewResult{Name: r.GetName(), Token: r.GetToken(),
+					Reason: lease.Reason(err), Message: err.Error()})
+			}
+			return res, nil
+		}
+	})
+	start := time.Now()
+	res := runCLI(t.Context(), map[string]string{"TENURE_ENDPOINTS": c.addr}, "run", "jobs/x", "--ttl", "3s", "--",
+		"sh", "-c", "trap '' TERM; echo started; sleep 60 & wait")
+	took := time.Since(start)
+	if res.code != exitFenced || !strings.HasPrefix(res.stderr, "tenure: lease jobs/x lost: the server no longer has this grant: lease: stale token 3") {
+		t.Fatalf("got code %d, stdout %q, stderr %q; want 4 and why the lease was lost", res.code, res.stdout, res.stderr)
+	}
+	// Killed at the first renewal (after 1s), without waiting for the
+	// deadline or for SIGTERM to be honoured.
+	if took > 2*time.Second {
+		t.Errorf("tenure run took %s, want it to stop the command at the first refused renewal", took)
+	}
+	if n := c.Calls("Release"); n != 0 {
+		t.Errorf("%d releases of a lost lease, want none", n)
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	c := startCluster(t)
+	tests := []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"run", "jobs/x", "echo"}, "missing -- CMD [ARGS...]"},
+		{[]string{"run", "jobs/x", "--"}, "missing CMD after --"},
+		{[]string{"run", "--", "echo"}, "missing NAME"},
+		{[]string{"run", "jobs/x", "--ttl", "0s", "--", "echo"}, "--ttl must be positive"},
+		{[]string{"run", "jobs/x", "--ttl", "3s", "--kill-after", "2s", "--", "echo"},
+			"--kill-after 2s does not fit --ttl 3s: it must be positive and at most 1.17s"},
+		{[]string{"run", "jobs/x", "--kill-after", "-1s", "--", "echo"}, "--kill-after -1s does not fit"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			res := runCLI(t.Context(), map[string]string{"TENURE_ENDPOINTS": c.addr}, tt.args...)
+			if res.code != exitUsage || !strings.HasPrefix(res.stderr, "tenure: "+tt.msg) || !strings.Contains(res.stderr, "Usage: tenure run") {
+				t.Errorf("got code %d, stderr %q; want 2 and %q", res.code, res.stderr, tt.msg)
+			}
+		})
+	}
+	if n := c.TotalCalls(); n != 0 {
+		t.Errorf("bad usage sent %d requests", n)
+	}
+	res := runCLI(t.Context(), nil, "run", "-h")
+	if res.code != exitOK || !strings.Contains(res.stdout, "TENURE_TOKEN") || !strings.Contains(res.stdout, "-kill-after") {
+		t.Errorf("run -h: code %d, stdout %q", res.code, res.stdout)
+	}
+}
+
+func TestRunWaitsForAHeldLease(t *testing.T) {
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	res := runCLI(ctx, map[string]string{"TENURE_ENDPOINTS": c.addr}, "run", "jobs/held", "--", "echo", "never")
+	want := "tenure: jobs/held is held by b (token 3, 4.2s remaining); waiting for it\ntenure: interrupted while waiting for jobs/held\n"
+	if res.code != exitFailure || res.stderr != want || res.stdout != "" {
+		t.Errorf("got code %d, stdout %q, stderr %q; want 1 and %q", res.code, res.stdout, res.stderr, want)
+	}
+	if req := c.lastAcquire(); !req.GetWait() {
+		t.Errorf("last acquire %v, want a wait in the server's queue", req)
+	}
+}

@@ -1,0 +1,111 @@
+package election_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/internal/testcluster"
+)
+
+// endpoints are the API addresses of the cluster the examples use, started
+// by TestMain.
+var endpoints []string
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(withExampleCluster{m}) }
+
+// withExampleCluster runs the tests and examples with a one-node cluster
+// for the examples, stopped before goleak looks for leaks.
+type withExampleCluster struct{ m *testing.M }
+
+func (w withExampleCluster) Run() int {
+	c, err := testcluster.New(testcluster.Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	endpoints = c.Endpoints()
+	code := w.m.Run()
+	c.Close()
+	return code
+}
+
+// cutTransport carries a client's requests until it is cut; then new
+// requests hang until their context ends, as if the network dropped every
+// packet.
+type cutTransport struct {
+	base *http.Transport
+
+	mu  sync.Mutex
+	cut chan struct{} // closed when healed; nil while healthy
+}
+
+func newCutTransport() *cutTransport {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &cutTransport{base: &http.Transport{Protocols: &p}}
+}
+
+func (c *cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	cut := c.cut
+	c.mu.Unlock()
+	if cut != nil {
+		select {
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		case <-cut:
+		}
+	}
+	return c.base.RoundTrip(req)
+}
+
+// setCut cuts the network (true) or heals it (false).
+func (c *cutTransport) setCut(cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case cut && c.cut == nil:
+		c.cut = make(chan struct{})
+	case !cut && c.cut != nil:
+		close(c.cut)
+		c.cut = nil
+	}
+}
+
+// mustClient returns a client of eps with short backoffs, and its
+// transport, which the test can cut.
+func mustClient(t *testing.T, eps []string) (*client.Client, *cutTransport) {
+	t.Helper()
+	tr := newCutTransport()
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = eps
+	cfg.RetryBackoff = 5 * time.Millisecond
+	cfg.MaxRetryBackoff = 50 * time.Millisecond
+	cfg.RequestTimeout = time.Second
+	cfg.HTTPClient = &http.Client{Transport: tr}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatalf("client.New: %v", err)
+	}
+	t.Cleanup(func() {
+		tr.setCut(false)
+		c.Close()
+		tr.base.CloseIdleConnections()
+	})
+	return c, tr
+}
+
+// within returns a context that ends after d or with the test.
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
