@@ -141,6 +141,7 @@ func (m *model) op(op Op) Result {
 		}
 		held := &HeldError{Name: op.Name, Holder: l.Holder, Token: l.Token, Remaining: l.ExpiresAt - m.now}
 		if !op.Wait {
+			m.removeWaiter(op.Name, op.Holder) // a plain try stops waiting
 			return Result{Err: held}
 		}
 		w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: m.now + op.WaitTimeout}

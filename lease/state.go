@@ -301,6 +301,10 @@ func (a *applier) acquire(op Op) Result {
 	}
 	held := &HeldError{Name: l.Name, Holder: l.Holder, Token: l.Token, Remaining: l.Remaining(a.now)}
 	if !op.Wait {
+		// A plain try is the holder's answer that it no longer waits:
+		// leave the queue, or a later release would grant the name to a
+		// holder that was told it is held and never learns the token.
+		a.removeWaiter(op.Name, op.Holder)
 		return Result{Err: held}
 	}
 	a.enqueue(op)

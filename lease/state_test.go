@@ -1146,3 +1146,31 @@ func TestErrorMessages(t *testing.T) {
 		t.Fatal("Reason of an unrelated error")
 	}
 }
+
+// A waiter whose retry comes as a plain try (its wait ran out) leaves the
+// queue: a later release must not grant it a lease it was told is held.
+func TestPlainTryLeavesQueue(t *testing.T) {
+	s := New()
+	ttl := 10 * time.Second
+	apply := func(now time.Duration, op Op) Result {
+		t.Helper()
+		res, _ := s.Apply(Batch{Now: now, Ops: []Op{op}})
+		return res[0]
+	}
+	a := apply(0, Op{Type: OpAcquire, Name: "x", Holder: "a", TTL: ttl})
+	if r := apply(1, Op{Type: OpAcquire, Name: "x", Holder: "b", TTL: ttl, Wait: true, WaitTimeout: time.Minute}); !r.Queued {
+		t.Fatalf("waiting acquire by b: %+v, want queued", r)
+	}
+	if r := apply(2, Op{Type: OpAcquire, Name: "x", Holder: "b", TTL: ttl}); !errors.Is(r.Err, ErrHeld) || r.Queued {
+		t.Fatalf("plain try by b: %+v, want held and not queued", r)
+	}
+	if w := s.Waiters("x"); len(w) != 0 {
+		t.Fatalf("waiters after b's plain try: %v, want none", w)
+	}
+	if r := apply(3, Op{Type: OpRelease, Name: "x", Token: a.Lease.Token}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if l, ok := s.Lease("x"); ok {
+		t.Fatalf("release granted x to %q, which had stopped waiting", l.Holder)
+	}
+}
