@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tenure-io/tenure/internal/verify"
+)
+
+func main() {
+	if cfg := os.Getenv(verify.WorkerEnv); cfg != "" {
+		os.Exit(verify.RunWorker(cfg))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func parseFlags(args []string, stderr io.Writer) (verify.Config, bool, error) {
+	var (
+		cfg      verify.Config
+		faults   string
+		seed     int64
+		planOnly bool
+	)
+	fs := flag.NewFlagSet("tenure-verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: tenure-verify [flags]\n\nRuns a tenure cluster under faults and traffic, then checks every history.\nExit 0: no violation; 1: a violation (history and visualization in --out);\n2: bad usage; 3: the harness could not run or the check was inconclusive.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.Int64Var(&seed, "seed", 0, "seed of the fault schedule and the traffic (default: random, printed)")
+	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "how long to run traffic and faults")
+	fs.IntVar(&cfg.Nodes, "nodes", 3, "number of tenured processes")
+	fs.IntVar(&cfg.Workers, "workers", 8, "number of client worker processes")
+	fs.IntVar(&cfg.Names, "names", 3, "number of contended lease names")
+	fs.DurationVar(&cfg.TTL, "ttl", 2*time.Second, "lease TTL")
+	fs.DurationVar(&cfg.Election, "election-timeout", 500*time.Millisecond, "tenured's --election-timeout")
+	fs.StringVar(&faults, "faults", strings.Join(verify.AllFaults, ","), "comma-separated fault kinds to inject (empty: none)")
+	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "negative control: workers write to an unfenced harness-side store; the check must fail")
+	fs.StringVar(&cfg.Out, "out", "verify-out", "directory for summary.json and, on failure, history.jsonl and the HTML visualization")
+	fs.StringVar(&cfg.Tenured, "tenured", "", "tenured binary (default: next to this one, else built with go build)")
+	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", 60*time.Second, "porcupine time limit per lease name")
+	fs.BoolVar(&cfg.Strict, "strict", false, "fail on known bug B1b too (a retried acquire answered \"held\" although its first attempt granted the lease)")
+	fs.BoolVar(&planOnly, "plan", false, "print the fault schedule for --seed and exit")
+	if err := fs.Parse(args); err != nil {
+		return cfg, false, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, false, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg.Faults = []string{}
+	for _, f := range strings.Split(faults, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if !slices.Contains(verify.AllFaults, f) {
+			return cfg, false, fmt.Errorf("unknown fault %q (known: %s)", f, strings.Join(verify.AllFaults, ", "))
+		}
+		cfg.Faults = append(cfg.Faults, f)
+	}
+	switch {
+	case cfg.Duration < 10*time.Second:
+		return cfg, false, fmt.Errorf("--duration must be at least 10s")
+	case cfg.Nodes < 1, cfg.Workers < 1, cfg.Names < 1:
+		return cfg, false, fmt.Errorf("--nodes, --workers and --names must be positive")
+	}
+	if seed == 0 {
+		seed = time.Now().UnixNano() % 1_000_000_000
+	}
+	cfg.Seed = uint64(seed)
+	return cfg, planOnly, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, planOnly, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure-verify: %v\n", err)
+		return 2
+	}
+	if planOnly {
+		s := cfg.Schedule()
+		fmt.Fprintf(stdout, "seed %d schedule %s: %d faults\n", cfg.Seed, s.Hash(), len(s))
+		for _, f := range s {
+			fmt.Fprintln(stdout, f)
+		}
+		return 0
+	}
+	fmt.Fprintf(stderr, "tenure-verify: seed %d (replay with --seed %d)\n", cfg.Seed, cfg.Seed)
+	cfg.Log = stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := verify.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "tenure-verify: %v\n", err)
+		return 3
+	}
+	rep.Print(stdout)
+	switch {
+	case !rep.OK:
+		fmt.Fprintf(stdout, "history and visualization in %s; replay with --seed %d\n", cfg.Out, cfg.Seed)
+		return 1
+	case rep.Inconclusive:
+		return 3
+	}
+	return 0
+}

@@ -1,0 +1,295 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tenure-io/tenure/client"
+)
+
+// FindTenured returns the path of a tenured binary: next to this
+// executable if there is one, otherwise built with `go build` into dir.
+func FindTenured(dir string) (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "tenured")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	out := filepath.Join(dir, "tenured")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/tenure-io/tenure/cmd/tenured")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build tenured: %w", err)
+	}
+	return out, nil
+}
+
+// Node is one tenured process, restartable with the same identity.
+type Node struct {
+	Index     int
+	ID        string
+	API       string
+	RaftAddr  string // where tenured listens for raft
+	ProxyAddr string // what it advertises: the proxy in front of RaftAddr
+	DataDir   string
+	LogPath   string
+	Rate      float64
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	stopped bool
+}
+
+// Cluster is N tenured processes behind raft proxies.
+type Cluster struct {
+	Bin      string
+	Nodes    []*Node
+	Net      *Network
+	Election time.Duration
+	join     string
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// NewCluster prepares n nodes with data under dir; Start launches them.
+func NewCluster(bin, dir string, n int, election time.Duration) (*Cluster, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Bin: bin, Election: election}
+	c.Net = NewNetwork(c.pids)
+	for i := range n {
+		api, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		raft, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		proxy, err := c.Net.AddProxy(i, raft)
+		if err != nil {
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, &Node{
+			Index: i, ID: fmt.Sprintf("n%d", i+1), API: api, RaftAddr: raft, ProxyAddr: proxy,
+			DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), LogPath: filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)), Rate: 1,
+		})
+	}
+	c.join = c.Nodes[0].API
+	return c, nil
+}
+
+func (c *Cluster) pids() map[int]int {
+	out := map[int]int{}
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		if n.cmd != nil && n.cmd.Process != nil {
+			out[n.cmd.Process.Pid] = n.Index
+		}
+		n.mu.Unlock()
+	}
+	return out
+}
+
+// Endpoints returns every node's API address.
+func (c *Cluster) Endpoints() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.API)
+	}
+	return out
+}
+
+// Start launches node i with clock rate rate.
+func (c *Cluster) Start(i int, rate float64) error {
+	n := c.Nodes[i]
+	args := []string{"--node-id", n.ID, "--listen", n.API, "--raft-listen", n.RaftAddr, "--raft-advertise", n.ProxyAddr,
+		"--data-dir", n.DataDir, "--election-timeout", c.Election.String(), "--test-clock-rate", fmt.Sprint(rate)}
+	if i != 0 {
+		args = append(args, "--join", c.join)
+	}
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "=== %s start rate=%v\n", time.Now().UTC().Format(time.RFC3339Nano), rate)
+	cmd := exec.Command(c.Bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", n.ID, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(exited) }()
+	n.mu.Lock()
+	n.cmd, n.exited, n.stopped, n.Rate = cmd, exited, false, rate
+	n.mu.Unlock()
+	return nil
+}
+
+// Kill sends SIGKILL to node i (resuming it first if paused) and waits.
+func (c *Cluster) Kill(i int) {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+}
+
+// Running reports whether node i has a live process.
+func (c *Cluster) Running(i int) bool {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Signal sends sig (SIGSTOP, SIGCONT) to node i.
+func (c *Cluster) Signal(i int, sig syscall.Signal) {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		n.cmd.Process.Signal(sig)
+		n.stopped = sig == syscall.SIGSTOP
+	}
+}
+
+// Close kills every node and stops the proxies.
+func (c *Cluster) Close() {
+	for i := range c.Nodes {
+		c.Signal(i, syscall.SIGCONT)
+		c.Kill(i)
+	}
+	c.Net.Close()
+}
+
+// Client returns a client of every node.
+func (c *Cluster) Client() (*client.Client, error) {
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = c.Endpoints()
+	cfg.RequestTimeout = 2 * time.Second
+	cfg.DialTimeout = time.Second
+	return client.New(cfg)
+}
+
+func nodeReady(api string) bool {
+	hc := http.Client{Timeout: time.Second}
+	res, err := hc.Get("http://" + api + "/readyz")
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusOK
+}
+
+// Boot starts every node and waits until all are members and ready.
+func (c *Cluster) Boot(ctx context.Context) error {
+	if err := c.Start(0, 1); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 20*time.Second, "the first node to be ready", func() bool { return nodeReady(c.Nodes[0].API) }); err != nil {
+		return err
+	}
+	for i := 1; i < len(c.Nodes); i++ {
+		if err := c.Start(i, 1); err != nil {
+			return err
+		}
+	}
+	cl, err := c.Client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	// Joiners start as non-voters and are promoted once caught up; the
+	// faults only make sense against a cluster of voters.
+	return waitFor(ctx, 30*time.Second, "every node to join, be promoted to voter and be ready", func() bool {
+		st, err := cl.Status(ctx)
+		if err != nil || len(st.Members) != len(c.Nodes) {
+			return false
+		}
+		for _, m := range st.Members {
+			if m.Suffrage != "voter" {
+				return false
+			}
+		}
+		for _, n := range c.Nodes {
+			if !nodeReady(n.API) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Leader returns the index of the node the cluster reports as leader.
+func (c *Cluster) Leader(ctx context.Context) (int, bool) {
+	for _, n := range c.Nodes {
+		cfg := client.DefaultConfig()
+		cfg.Endpoints = []string{n.API}
+		cfg.RequestTimeout = 500 * time.Millisecond
+		cl, err := client.New(cfg)
+		if err != nil {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+		st, err := cl.Status(sctx)
+		cancel()
+		cl.Close()
+		if err != nil || st.LeaderID == "" {
+			continue
+		}
+		for _, m := range c.Nodes {
+			if m.ID == st.LeaderID {
+				return m.Index, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func waitFor(ctx context.Context, timeout time.Duration, what string, f func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !f() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waited %s for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package verify
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// Op kinds recorded in a history.
+const (
+	OpAcquire = "acquire" // Name, Holder; Wait says whether it queued
+	OpRenew   = "renew"   // Name, Holder, Token
+	OpRelease = "release" // Name, Holder, Token
+	OpPut     = "put"     // Name (lease), Key, Value, Token
+	OpGet     = "get"     // Key (tied to Name)
+)
+
+// Outcomes of an operation.
+const (
+	Ok            = "ok"
+	Held          = "held"     // acquire refused: held by OutHolder with OutToken
+	Stale         = "stale"    // fenced: stale or foreign token, or lease expired
+	NotFound      = "notfound" // get of a key never written
+	Failed        = "fail"     // rejected before it could take effect (bad input)
+	Indeterminate = "indeterminate"
+)
+
+// Record is one operation of a history: one JSON line a worker writes.
+// Call and Return are wall-clock Unix nanoseconds read on this machine just
+// before the request is sent and just after its answer is read.
+type Record struct {
+	Worker int    `json:"worker"`
+	Seq    int    `json:"seq"`
+	Op     string `json:"op"`
+	Name   string `json:"name"`
+	Holder string `json:"holder,omitempty"`
+	Key    string `json:"key,omitempty"`
+	Value  string `json:"value,omitempty"`
+	Token  uint64 `json:"token,omitempty"`
+	Wait   bool   `json:"wait,omitempty"`
+	Call   int64  `json:"call"`
+	Return int64  `json:"return"`
+
+	Outcome   string `json:"outcome"`
+	OutToken  uint64 `json:"out_token,omitempty"`  // granted token, or the holder's token on held, or the token that wrote a read value
+	OutHolder string `json:"out_holder,omitempty"` // holder named by a held error
+	OutValue  string `json:"out_value,omitempty"`  // value read by get
+	Remaining int64  `json:"remaining_ns,omitempty"`
+	Err       string `json:"err,omitempty"`
+	// Attempts is how many HTTP requests the client made for the op (more
+	// than one: it retried).
+	Attempts int `json:"attempts,omitempty"`
+	// Synthetic marks an op the checker added (see LeakedWaits).
+	Synthetic bool `json:"synthetic,omitempty"`
+}
+
+// LeakedWaits returns, for every acquire answered "held" after the client
+// retried it (Attempts > 1), a synthetic indeterminate acquire by the same
+// holder with the same call time. It models known bug B1b: the client
+// retries an acquire whose first attempt may have taken effect, and answers
+// the retry's "held" as if nothing had happened; the first attempt may have
+// granted the name (to a token the holder never learns), either before the
+// answer (the grant expired before the retry) or, before 7aae23d (B1a),
+// after it (a waited attempt's queue entry survived). With it, the checks
+// tolerate B1b;
+// without it (--strict) they report it. A "held" answer after a single
+// attempt stays definite.
+func LeakedWaits(h History) History {
+	var out History
+	for _, r := range h {
+		if r.Op == OpAcquire && r.Outcome == Held && r.Attempts > 1 {
+			out = append(out, Record{Worker: r.Worker, Seq: r.Seq, Op: OpAcquire, Name: r.Name, Holder: r.Holder,
+				Wait: r.Wait, Call: r.Call, Return: r.Return, Outcome: Indeterminate, Synthetic: true})
+		}
+	}
+	return out
+}
+
+// KeyOf returns the fenced key tied to a lease name.
+func KeyOf(name string) string { return "k/" + name }
+
+// History is every operation of a run.
+type History []Record
+
+// ByName splits h per lease name, each sorted by call time.
+func (h History) ByName() map[string]History {
+	out := make(map[string]History)
+	for _, r := range h {
+		out[r.Name] = append(out[r.Name], r)
+	}
+	for _, rs := range out {
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Call < rs[j].Call })
+	}
+	return out
+}
+
+// WriteJSONL writes h as JSON lines to path.
+func (h History) WriteJSONL(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, r := range h {
+		if err := enc.Encode(r); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ReadJSONL reads records, one JSON object a line, until EOF.
+func ReadJSONL(r io.Reader) (History, error) {
+	var h History
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var rec Record
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			return h, fmt.Errorf("history line %q: %w", sc.Text(), err)
+		}
+		h = append(h, rec)
+	}
+	return h, sc.Err()
+}

@@ -1,0 +1,321 @@
+package verify
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// The porcupine model of one lease name and its key, checked per name.
+//
+// The state is the current grant (holder, token, live or not), the time
+// before which it cannot have expired, the highest token granted for the
+// name, and the key's value and writing token. Expiry happens in cluster
+// time, which clients cannot see; the model lets a lease expire only once
+// at least minExpiry of real time has passed since the *call* of the last
+// grant or renewal that took effect (cluster time never runs faster than
+// the fastest leader clock, and stands still without a leader, so a lease
+// can outlive its TTL in real time but never end sooner than
+// TTL/maxClockRate). Indeterminate operations have no return time
+// (porcupine places them anywhere after their call) and may or may not
+// take effect.
+
+// leaseState is a value type so that porcupine can compare states with ==.
+type leaseState struct {
+	Live       bool   // a grant exists and has not been seen to end
+	Holder     string // holder of the current (or last) grant
+	Token      uint64 // its token, if TokenKnown
+	TokenKnown bool   // false after a grant whose answer was lost
+	Refresh    int64  // call time of the last grant/renewal that took effect
+	MaxToken   uint64 // highest token known to have been granted
+	KeySet     bool
+	KeyValue   string
+	KeyToken   uint64
+}
+
+// Model checks histories of one lease name.
+type Model struct {
+	// MinExpiry is the least real time a grant or renewal lasts.
+	MinExpiry time.Duration
+}
+
+// canExpire reports whether the current grant may have ended by the time
+// an operation returning at ret took effect.
+func (m Model) canExpire(s leaseState, ret int64) bool {
+	return !s.Live || ret-s.Refresh >= int64(m.MinExpiry)
+}
+
+func (m Model) isCurrent(s leaseState, token uint64) bool {
+	return s.Live && s.TokenKnown && s.Token == token
+}
+
+// step returns every state the op can lead to; none means illegal.
+func (m Model) step(s leaseState, r Record) []leaseState {
+	switch r.Op {
+	case OpAcquire:
+		return m.acquire(s, r)
+	case OpRenew:
+		return m.renewOrRelease(s, r)
+	case OpRelease:
+		return m.renewOrRelease(s, r)
+	case OpPut:
+		return m.put(s, r)
+	case OpGet:
+		switch r.Outcome {
+		case Ok:
+			if s.KeySet && s.KeyValue == r.OutValue && s.KeyToken == r.OutToken {
+				return []leaseState{s}
+			}
+			return nil
+		case NotFound:
+			if !s.KeySet {
+				return []leaseState{s}
+			}
+			return nil
+		}
+		return []leaseState{s}
+	}
+	return nil
+}
+
+func (m Model) grant(s leaseState, r Record, token uint64, known bool) leaseState {
+	s.Live, s.Holder, s.Token, s.TokenKnown, s.Refresh = true, r.Holder, token, known, r.Call
+	if token > s.MaxToken {
+		s.MaxToken = token
+	}
+	return s
+}
+
+func (m Model) acquire(s leaseState, r Record) []leaseState {
+	switch r.Outcome {
+	case Ok:
+		t := r.OutToken
+		if s.Live && s.Holder == r.Holder && (!s.TokenKnown && t > s.MaxToken || s.TokenKnown && t == s.Token) {
+			// A renewal by the holder (of a grant whose answer was lost,
+			// or of the known one): same token.
+			n := s
+			n.Token, n.TokenKnown = t, true
+			n.Refresh = max(n.Refresh, r.Call)
+			if t > n.MaxToken {
+				n.MaxToken = t
+			}
+			out := []leaseState{n}
+			if !s.TokenKnown && m.canExpire(s, r.Return) {
+				out = append(out, m.grant(s, r, t, true))
+			}
+			return out
+		}
+		if t > s.MaxToken && m.canExpire(s, r.Return) {
+			return []leaseState{m.grant(s, r, t, true)}
+		}
+		return nil
+	case Held:
+		if !s.Live || s.Holder == r.Holder || (r.OutHolder != "" && r.OutHolder != s.Holder) {
+			return nil
+		}
+		if r.OutToken == 0 {
+			return []leaseState{s}
+		}
+		if s.TokenKnown {
+			if s.Token != r.OutToken {
+				return nil
+			}
+			return []leaseState{s}
+		}
+		if r.OutToken <= s.MaxToken {
+			return nil
+		}
+		n := s
+		n.Token, n.TokenKnown, n.MaxToken = r.OutToken, true, r.OutToken
+		return []leaseState{n}
+	case Indeterminate:
+		out := []leaseState{s}
+		if m.canExpire(s, math.MaxInt64) {
+			// A grant whose token nobody learned.
+			n := s
+			n.Live, n.Holder, n.TokenKnown, n.Token, n.Refresh = true, r.Holder, false, 0, r.Call
+			out = append(out, n)
+		}
+		return out
+	}
+	return []leaseState{s}
+}
+
+// stale returns the states after a fenced op with token t was refused.
+func (m Model) stale(s leaseState, r Record, t uint64, keyTooNew bool) []leaseState {
+	if !m.isCurrent(s, t) || keyTooNew {
+		return []leaseState{s}
+	}
+	if !m.canExpire(s, r.Return) {
+		return nil
+	}
+	n := s
+	n.Live = false // it expired, and stays ended
+	return []leaseState{n}
+}
+
+func (m Model) renewOrRelease(s leaseState, r Record) []leaseState {
+	switch r.Outcome {
+	case Ok:
+		if !m.isCurrent(s, r.Token) {
+			return nil
+		}
+		n := s
+		if r.Op == OpRelease {
+			n.Live = false
+		} else {
+			n.Refresh = max(n.Refresh, r.Call)
+		}
+		return []leaseState{n}
+	case Stale:
+		return m.stale(s, r, r.Token, false)
+	case Indeterminate:
+		out := []leaseState{s}
+		if r.Op == OpRelease && m.isCurrent(s, r.Token) {
+			n := s
+			n.Live = false
+			out = append(out, n)
+		}
+		// A renewal that may have happened only makes expiry later;
+		// leaving Refresh alone is the weaker, sound choice.
+		return out
+	}
+	return []leaseState{s}
+}
+
+func (m Model) put(s leaseState, r Record) []leaseState {
+	keyTooNew := s.KeySet && r.Token < s.KeyToken
+	applied := func() leaseState {
+		n := s
+		n.KeySet, n.KeyValue, n.KeyToken = true, r.Value, r.Token
+		return n
+	}
+	switch r.Outcome {
+	case Ok:
+		if !m.isCurrent(s, r.Token) || keyTooNew {
+			return nil
+		}
+		return []leaseState{applied()}
+	case Stale:
+		return m.stale(s, r, r.Token, keyTooNew)
+	case Indeterminate:
+		out := []leaseState{s}
+		if m.isCurrent(s, r.Token) && !keyTooNew {
+			out = append(out, applied())
+		}
+		return out
+	}
+	return []leaseState{s}
+}
+
+// Porcupine returns the porcupine model.
+func (m Model) Porcupine() porcupine.Model {
+	nd := porcupine.NondeterministicModel{
+		Init: func() []interface{} { return []interface{}{leaseState{}} },
+		Step: func(state, input, output interface{}) []interface{} {
+			next := m.step(state.(leaseState), input.(Record))
+			out := make([]interface{}, len(next))
+			for i, n := range next {
+				out[i] = n
+			}
+			return out
+		},
+		DescribeOperation: func(input, output interface{}) string {
+			return describe(input.(Record))
+		},
+		DescribeState: func(state interface{}) string {
+			s := state.(leaseState)
+			lease := "free"
+			if s.Live {
+				tok := "?"
+				if s.TokenKnown {
+					tok = fmt.Sprint(s.Token)
+				}
+				lease = fmt.Sprintf("%s#%s", s.Holder, tok)
+			}
+			key := "unset"
+			if s.KeySet {
+				key = fmt.Sprintf("%q@%d", s.KeyValue, s.KeyToken)
+			}
+			return fmt.Sprintf("lease %s, max token %d, key %s", lease, s.MaxToken, key)
+		},
+	}
+	pm := nd.ToModel()
+	pm.Partition = nil
+	return pm
+}
+
+func describe(r Record) string {
+	var in string
+	switch r.Op {
+	case OpAcquire:
+		in = fmt.Sprintf("acquire(%s)", r.Holder)
+		if r.Wait {
+			in = fmt.Sprintf("acquire_wait(%s)", r.Holder)
+		}
+	case OpRenew, OpRelease:
+		in = fmt.Sprintf("%s(%s#%d)", r.Op, r.Holder, r.Token)
+	case OpPut:
+		in = fmt.Sprintf("put(%s, %q, #%d)", r.Key, r.Value, r.Token)
+	case OpGet:
+		in = fmt.Sprintf("get(%s)", r.Key)
+	}
+	out := r.Outcome
+	switch {
+	case r.Op == OpAcquire && r.Outcome == Ok:
+		out = fmt.Sprintf("ok #%d", r.OutToken)
+	case r.Outcome == Held:
+		out = fmt.Sprintf("held by %s#%d", r.OutHolder, r.OutToken)
+	case r.Op == OpGet && r.Outcome == Ok:
+		out = fmt.Sprintf("%q@%d", r.OutValue, r.OutToken)
+	}
+	return in + " -> " + out
+}
+
+// Operations converts a history of one name into porcupine operations.
+// Indeterminate operations never return: their return time is after
+// every other event.
+func Operations(h History) []porcupine.Operation {
+	var end int64
+	for _, r := range h {
+		end = max(end, r.Return, r.Call)
+	}
+	ops := make([]porcupine.Operation, 0, len(h))
+	for _, r := range h {
+		ret := r.Return
+		if r.Outcome == Indeterminate {
+			ret = end + 1
+		}
+		ops = append(ops, porcupine.Operation{ClientId: r.Worker, Input: r, Call: r.Call, Output: r.Outcome, Return: ret})
+	}
+	return ops
+}
+
+// LinearizabilityResult is the verdict for one name.
+type LinearizabilityResult struct {
+	Name   string
+	Ops    int // recorded operations, not counting synthetic ones
+	Result porcupine.CheckResult
+	Info   porcupine.LinearizationInfo
+}
+
+// CheckLinearizable checks every name's history with porcupine.
+func CheckLinearizable(m Model, h History, timeout time.Duration) []LinearizabilityResult {
+	var out []LinearizabilityResult
+	pm := m.Porcupine()
+	byName := h.ByName()
+	for _, name := range sortedNames(byName) {
+		rs := byName[name]
+		res, info := porcupine.CheckOperationsVerbose(pm, Operations(rs), timeout)
+		real := 0
+		for _, r := range rs {
+			if !r.Synthetic {
+				real++
+			}
+		}
+		out = append(out, LinearizabilityResult{Name: name, Ops: real, Result: res, Info: info})
+	}
+	return out
+}

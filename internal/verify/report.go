@@ -1,0 +1,156 @@
+package verify
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// HistoryResult is porcupine's verdict on one name's history.
+type HistoryResult struct {
+	Name   string `json:"name"`
+	Ops    int    `json:"ops"`
+	Result string `json:"result"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Seed         uint64                    `json:"seed"`
+	ScheduleHash string                    `json:"schedule_hash"`
+	Duration     time.Duration             `json:"duration"`
+	Nodes        int                       `json:"nodes"`
+	Workers      int                       `json:"workers"`
+	Unsafe       bool                      `json:"unsafe"`
+	Ops          map[string]map[string]int `json:"ops"` // op -> outcome -> count
+	Planned      int                       `json:"faults_planned"`
+	Injected     map[string]int            `json:"faults_injected"`
+	Skipped      map[string]int            `json:"faults_skipped"`
+	Histories    []HistoryResult           `json:"histories"`
+	Final        map[string]FinalValue     `json:"final"`
+	Violations   []Violation               `json:"violations"`
+	Strict       bool                      `json:"strict"`
+	KnownBugs    []Violation               `json:"known_bugs"` // tolerated observations of known bugs
+	Inconclusive bool                      `json:"inconclusive"`
+	OK           bool                      `json:"ok"`
+}
+
+func (r *Report) count(h History) {
+	r.Ops = map[string]map[string]int{}
+	for _, rec := range h {
+		op := rec.Op
+		if op == OpAcquire && rec.Wait {
+			op = "acquire-wait"
+		}
+		if r.Ops[op] == nil {
+			r.Ops[op] = map[string]int{}
+		}
+		r.Ops[op][rec.Outcome]++
+	}
+}
+
+// WriteJSON writes r to path.
+func (r *Report) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Print writes the human summary.
+func (r *Report) Print(w io.Writer) {
+	mode := ""
+	if r.Unsafe {
+		mode = " (UNSAFE: writes bypass fencing)"
+	}
+	fmt.Fprintf(w, "tenure-verify: seed %d, schedule %s, %d nodes, %d workers, %s%s\n\n",
+		r.Seed, r.ScheduleHash, r.Nodes, r.Workers, r.Duration.Round(100*time.Millisecond), mode)
+	outcomes := []string{Ok, Held, Stale, NotFound, Failed, Indeterminate}
+	fmt.Fprintf(w, "%-14s %7s", "operation", "total")
+	for _, o := range outcomes {
+		fmt.Fprintf(w, " %13s", o)
+	}
+	fmt.Fprintln(w)
+	total := 0
+	for _, op := range sortedNames(r.Ops) {
+		n := 0
+		for _, c := range r.Ops[op] {
+			n += c
+		}
+		total += n
+		fmt.Fprintf(w, "%-14s %7d", op, n)
+		for _, o := range outcomes {
+			fmt.Fprintf(w, " %13d", r.Ops[op][o])
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "%-14s %7d\n\n", "all", total)
+
+	fmt.Fprintf(w, "faults (%d planned):", r.Planned)
+	for _, k := range AllFaults {
+		if r.Injected[k] > 0 || r.Skipped[k] > 0 {
+			fmt.Fprintf(w, " %s %d", k, r.Injected[k])
+			if r.Skipped[k] > 0 {
+				fmt.Fprintf(w, " (+%d skipped)", r.Skipped[k])
+			}
+			fmt.Fprint(w, ",")
+		}
+	}
+	fmt.Fprintln(w)
+	var hs []string
+	for _, h := range r.Histories {
+		hs = append(hs, fmt.Sprintf("%s %d ops %s", h.Name, h.Ops, h.Result))
+	}
+	fmt.Fprintf(w, "histories checked (porcupine): %s\n", strings.Join(hs, "; "))
+	keys := make([]string, 0, len(r.Final))
+	for k := range r.Final {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var fs []string
+	for _, k := range keys {
+		f := r.Final[k]
+		if f.Found {
+			fs = append(fs, fmt.Sprintf("%s=%q@%d", k, f.Value, f.Token))
+		} else {
+			fs = append(fs, k+" unset")
+		}
+	}
+	if r.Final == nil {
+		fs = []string{"not read (durability not checked)"}
+	}
+	fmt.Fprintf(w, "final state: %s\n", strings.Join(fs, " "))
+	fmt.Fprintf(w, "invariants: tokens-grow, no-stale-write, acked-writes-durable, no-overlapping-grants\n")
+	if r.Strict {
+		fmt.Fprintf(w, "known bugs: none tolerated (--strict)\n\n")
+	} else {
+		fmt.Fprintf(w, "known bugs: B1b (held answer to a retried acquire whose first attempt may have granted) tolerated; observed %d times\n", len(r.KnownBugs))
+		for i, v := range r.KnownBugs {
+			if i == 3 {
+				fmt.Fprintf(w, "  ... %d more (see summary.json)\n", len(r.KnownBugs)-i)
+				break
+			}
+			fmt.Fprintf(w, "  B1b: %s\n", v.Detail)
+		}
+		fmt.Fprintln(w)
+	}
+	switch {
+	case !r.OK:
+		fmt.Fprintf(w, "VERDICT: FAIL, %d violations\n", len(r.Violations))
+		for i, v := range r.Violations {
+			if i == 20 {
+				fmt.Fprintf(w, "  ... %d more (see summary.json)\n", len(r.Violations)-i)
+				break
+			}
+			fmt.Fprintf(w, "  %s\n", v)
+		}
+	case r.Inconclusive:
+		fmt.Fprintln(w, "VERDICT: INCONCLUSIVE (porcupine timed out on a history; no violation found)")
+	default:
+		fmt.Fprintln(w, "VERDICT: OK, no violations")
+	}
+}

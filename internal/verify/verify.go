@@ -1,0 +1,268 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/tenure-io/tenure/client"
+)
+
+// Config is one harness run.
+type Config struct {
+	// Seed drives the fault schedule and the workers' choices.
+	Seed uint64
+	// Duration of traffic and faults. Default 60s.
+	Duration time.Duration
+	// Nodes is the number of tenured processes. Default 3.
+	Nodes int
+	// Workers is the number of client processes. Default 8.
+	Workers int
+	// Names is the number of contended lease names. Default 3.
+	Names int
+	// TTL of every lease. Default 2s.
+	TTL time.Duration
+	// Election is tenured's --election-timeout. Default 500ms.
+	Election time.Duration
+	// Faults are the fault kinds to inject. Default AllFaults.
+	Faults []string
+	// Unsafe sends the workers' writes and reads to an unfenced
+	// harness-side store (the negative control).
+	Unsafe bool
+	// Out is where a failing run leaves its history and visualization.
+	Out string
+	// Tenured is the tenured binary; found or built when empty.
+	Tenured string
+	// CheckTimeout bounds porcupine per name. Default 60s.
+	CheckTimeout time.Duration
+	// Strict reports known bug B1b (see LeakedWaits) as a violation instead
+	// of tolerating it.
+	Strict bool
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.Duration == 0 {
+		c.Duration = 60 * time.Second
+	}
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Workers == 0 {
+		c.Workers = 8
+	}
+	if c.Names == 0 {
+		c.Names = 3
+	}
+	if c.TTL == 0 {
+		c.TTL = 2 * time.Second
+	}
+	if c.Election == 0 {
+		c.Election = 500 * time.Millisecond
+	}
+	if c.Faults == nil {
+		c.Faults = AllFaults
+	}
+	if c.Out == "" {
+		c.Out = "verify-out"
+	}
+	if c.CheckTimeout == 0 {
+		c.CheckTimeout = 60 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+// MinExpiry is the least real time a lease can last: its TTL at the
+// fastest clock rate the nemesis sets, less 1% for timer slop.
+func (c Config) MinExpiry() time.Duration {
+	maxRate := 1.0
+	for _, r := range ClockRates {
+		maxRate = max(maxRate, r)
+	}
+	return time.Duration(float64(c.TTL) / maxRate * 0.99)
+}
+
+// Schedule returns the fault schedule of c.
+func (c Config) Schedule() Schedule {
+	c.defaults()
+	return NewSchedule(c.Seed, c.Duration, c.Faults, c.Nodes, c.Workers, c.TTL)
+}
+
+// Run runs the harness: cluster, traffic, faults, then the checks.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp("", "tenure-verify")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	bin := cfg.Tenured
+	if bin == "" {
+		if bin, err = FindTenured(work); err != nil {
+			return nil, err
+		}
+	}
+	sched := cfg.Schedule()
+	logf("seed %d, schedule %s (%d faults), %d nodes, %d workers, ttl %s, duration %s", cfg.Seed, sched.Hash(), len(sched), cfg.Nodes, cfg.Workers, cfg.TTL, cfg.Duration)
+	for _, f := range sched {
+		logf("  plan %s", f)
+	}
+
+	c, err := NewCluster(bin, filepath.Join(work, "data"), cfg.Nodes, cfg.Election)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.Boot(ctx); err != nil {
+		return nil, fmt.Errorf("boot cluster: %w (logs in %s)", err, work)
+	}
+	logf("cluster up: %v", c.Endpoints())
+
+	var store *UnsafeStore
+	var storeURL string
+	if cfg.Unsafe {
+		store = NewUnsafeStore()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		srv := &http.Server{Handler: store}
+		go srv.Serve(ln)
+		defer srv.Close()
+		storeURL = "http://" + ln.Addr().String()
+		logf("UNSAFE: workers write to the unfenced store at %s", storeURL)
+	}
+	var names []string
+	for i := range cfg.Names {
+		names = append(names, fmt.Sprintf("lock-%d", i))
+	}
+	var wcfgs []WorkerConfig
+	for i := range cfg.Workers {
+		wcfgs = append(wcfgs, WorkerConfig{ID: i, Seed: cfg.Seed, Endpoints: c.Endpoints(), Names: names, TTL: cfg.TTL, UnsafeStore: storeURL})
+	}
+	ws, err := StartWorkers(wcfgs, os.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	nem := &Nemesis{C: c, Workers: ws, Log: logf}
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	nem.Run(rctx, start, sched)
+	<-rctx.Done()
+	cancel()
+	nem.HealAll()
+	h := ws.Stop()
+	elapsed := time.Since(start)
+	logf("traffic stopped after %s: %d operations", elapsed.Round(time.Millisecond), len(h))
+
+	// Read the final state even if the run was interrupted.
+	final, err := readFinal(context.WithoutCancel(ctx), c, store, names)
+	if err != nil {
+		logf("reading the final state: %v (durability not checked)", err)
+	}
+	rep := &Report{Seed: cfg.Seed, ScheduleHash: sched.Hash(), Duration: elapsed, Nodes: cfg.Nodes, Workers: cfg.Workers,
+		Unsafe: cfg.Unsafe, Strict: cfg.Strict, Planned: len(sched), Injected: nem.Injected, Skipped: nem.Skipped, Final: final}
+	rep.count(h)
+	for _, e := range ws.Errs {
+		logf("worker output: %s", e)
+	}
+
+	m := Model{MinExpiry: cfg.MinExpiry()}
+	checked := h
+	rep.Violations = CheckInvariants(h, final, m.MinExpiry)
+	if !cfg.Strict {
+		checked = append(append(History(nil), h...), LeakedWaits(h)...)
+		tolerant := CheckInvariants(checked, final, m.MinExpiry)
+		still := map[string]bool{}
+		for _, v := range tolerant {
+			still[v.String()] = true
+		}
+		for _, v := range rep.Violations {
+			if !still[v.String()] {
+				rep.KnownBugs = append(rep.KnownBugs, Violation{"B1b", v.Detail})
+			}
+		}
+		rep.Violations = tolerant
+	}
+	lin := CheckLinearizable(m, checked, cfg.CheckTimeout)
+	for _, r := range lin {
+		rep.Histories = append(rep.Histories, HistoryResult{Name: r.Name, Ops: r.Ops, Result: string(r.Result)})
+		if r.Result == porcupine.Illegal {
+			rep.Violations = append(rep.Violations, Violation{InvLinearizable, fmt.Sprintf("the history of %q (%d ops) is not linearizable; see %s", r.Name, r.Ops,
+				filepath.Join(cfg.Out, "history-"+r.Name+".html"))})
+			if err := porcupine.VisualizePath(m.Porcupine(), r.Info, filepath.Join(cfg.Out, "history-"+r.Name+".html")); err != nil {
+				logf("visualize %s: %v", r.Name, err)
+			}
+		}
+	}
+	rep.OK = len(rep.Violations) == 0
+	for _, r := range lin {
+		if r.Result == porcupine.Unknown {
+			rep.Inconclusive = true
+		}
+	}
+	if !rep.OK || rep.Inconclusive {
+		if err := h.WriteJSONL(filepath.Join(cfg.Out, "history.jsonl")); err != nil {
+			logf("write history: %v", err)
+		}
+	}
+	if err := rep.WriteJSON(filepath.Join(cfg.Out, "summary.json")); err != nil {
+		logf("write summary: %v", err)
+	}
+	return rep, nil
+}
+
+// readFinal reads every key once the cluster has healed.
+func readFinal(ctx context.Context, c *Cluster, store *UnsafeStore, names []string) (map[string]FinalValue, error) {
+	out := map[string]FinalValue{}
+	if store != nil {
+		for _, n := range names {
+			out[KeyOf(n)] = store.Final(KeyOf(n))
+		}
+		return out, nil
+	}
+	cl, err := c.Client()
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	for _, n := range names {
+		key := KeyOf(n)
+		var last error
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			kv, err := cl.KVGet(rctx, key)
+			cancel()
+			if err == nil {
+				out[key] = FinalValue{Key: key, Found: true, Value: string(kv.Value), Token: kv.Token}
+				break
+			}
+			if errors.Is(err, client.ErrNotFound) {
+				out[key] = FinalValue{Key: key}
+				break
+			}
+			last = err
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("read %s: %w", key, last)
+			}
+			sleepCtx(ctx, 200*time.Millisecond)
+		}
+	}
+	return out, nil
+}
