@@ -461,3 +461,38 @@ func TestCluster(t *testing.T) {
 		t.Errorf("TransferLeadership = %q, %v", id, err)
 	}
 }
+
+// An acquire whose first attempt may have been granted (it timed out) and
+// whose retry finds the name held must not claim a plain "held": the
+// first grant may have happened and expired since.
+func TestAcquireHeldAfterUncertainAttempt(t *testing.T) {
+	var calls atomic.Int32
+	fake := &fakeserver.Server{Acquire: func(ctx context.Context, _ *tenurev1.AcquireRequest) (*tenurev1.AcquireResponse, error) {
+		if calls.Add(1) == 1 {
+			<-ctx.Done() // the first attempt's answer never arrives
+			return nil, ctx.Err()
+		}
+		return nil, wire.ToConnectError(&lease.HeldError{Name: "jobs/x", Holder: "other", Token: 9, Remaining: time.Second})
+	}}
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = []string{fakeserver.Start(t, fake)}
+	cfg.RequestTimeout = 50 * time.Millisecond
+	cfg.RetryBackoff = time.Millisecond
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Acquire(t.Context(), "jobs/x", "me", 2*time.Second)
+	var held *client.HeldError
+	if !errors.Is(err, client.ErrIndeterminate) || !errors.As(err, &held) || held.Holder != "other" {
+		t.Fatalf("Acquire = %v; want an error matching ErrIndeterminate and a HeldError for other", err)
+	}
+
+	// A plain refusal with no uncertain attempt before it stays "held".
+	calls.Store(1)
+	_, err = c.Acquire(t.Context(), "jobs/x", "me", 2*time.Second)
+	if !errors.Is(err, client.ErrLeaseHeld) || errors.Is(err, client.ErrIndeterminate) {
+		t.Fatalf("Acquire = %v; want held, not indeterminate", err)
+	}
+}

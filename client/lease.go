@@ -102,8 +102,17 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 	var (
 		res  *tenurev1.AcquireResponse
 		sent time.Time
+		// maybeGranted is set once an attempt failed in a way that does
+		// not rule out that the server granted it.
+		maybeGranted bool
+		parent       = ctx
 	)
-	err := c.call(ctx, retryAlways, func(ctx context.Context, ep *endpoint) error {
+	err := c.call(ctx, retryAlways, func(ctx context.Context, ep *endpoint) (err error) {
+		defer func() {
+			if err != nil && classify(parent, err, retryUnsent) == indeterminate {
+				maybeGranted = true
+			}
+		}()
 		req := &tenurev1.AcquireRequest{Name: name, Holder: holder, Ttl: durationpb.New(ttl), Wait: o.Wait}
 		timeout := c.cfg.RequestTimeout
 		if o.Wait {
@@ -130,7 +139,14 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 		return nil
 	})
 	if err != nil {
-		return Lease{}, nameHeld(err, name)
+		err = nameHeld(err, name)
+		if maybeGranted && errors.Is(err, ErrLeaseHeld) {
+			// An earlier attempt may have been granted, and that grant
+			// may have expired before the retry found the name held by
+			// someone else: the acquire may have taken effect.
+			err = fmt.Errorf("%w (an earlier attempt may have been granted and has expired since): %w", ErrIndeterminate, err)
+		}
+		return Lease{}, err
 	}
 	return leaseFromProto(res.GetLease(), sent), nil
 }

@@ -1,0 +1,416 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/tenure-io/tenure/client"
+)
+
+// WorkerConfig is what a worker process is told, as JSON in its
+// environment (TENURE_VERIFY_WORKER).
+type WorkerConfig struct {
+	ID        int           `json:"id"`
+	Seed      uint64        `json:"seed"`
+	Endpoints []string      `json:"endpoints"`
+	Names     []string      `json:"names"`
+	TTL       time.Duration `json:"ttl"`
+	// UnsafeStore, when set, is the URL of the harness's unfenced store:
+	// puts and gets go there instead of to tenure's fenced store.
+	UnsafeStore string `json:"unsafe_store,omitempty"`
+}
+
+// WorkerEnv is the environment variable that turns the tenure-verify
+// binary into a worker.
+const WorkerEnv = "TENURE_VERIFY_WORKER"
+
+// WorkerSet is the running worker processes.
+type WorkerSet struct {
+	mu      sync.Mutex
+	procs   []*exec.Cmd
+	history History
+	wg      sync.WaitGroup
+	Errs    []string
+}
+
+// StartWorkers launches one process per config, re-executing this binary.
+func StartWorkers(cfgs []WorkerConfig, stderr *os.File) (*WorkerSet, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	ws := &WorkerSet{}
+	for _, c := range cfgs {
+		b, _ := json.Marshal(c)
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), WorkerEnv+"="+string(b))
+		cmd.Stderr = stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			ws.Stop()
+			return nil, fmt.Errorf("start worker %d: %w", c.ID, err)
+		}
+		ws.procs = append(ws.procs, cmd)
+		ws.wg.Add(1)
+		go func() {
+			defer ws.wg.Done()
+			h, err := ReadJSONL(out)
+			cmd.Wait()
+			ws.mu.Lock()
+			ws.history = append(ws.history, h...)
+			if err != nil {
+				ws.Errs = append(ws.Errs, err.Error())
+			}
+			ws.mu.Unlock()
+		}()
+	}
+	return ws, nil
+}
+
+// Signal sends sig to worker i; false if there is no such worker.
+func (ws *WorkerSet) Signal(i int, sig syscall.Signal) bool {
+	if i < 0 || i >= len(ws.procs) {
+		return false
+	}
+	return ws.procs[i].Process.Signal(sig) == nil
+}
+
+// ResumeAll sends SIGCONT to every worker.
+func (ws *WorkerSet) ResumeAll() {
+	for i := range ws.procs {
+		ws.Signal(i, syscall.SIGCONT)
+	}
+}
+
+// Stop resumes and terminates every worker, waits for them, and returns
+// the merged history. A terminated worker finishes recording its op in
+// flight (as indeterminate) before it exits.
+func (ws *WorkerSet) Stop() History {
+	for i := range ws.procs {
+		ws.Signal(i, syscall.SIGCONT)
+		ws.Signal(i, syscall.SIGTERM)
+	}
+	ws.wg.Wait()
+	return ws.history
+}
+
+// RunWorker is the body of a worker process: it runs traffic until
+// SIGTERM, writing one JSON record per operation to stdout.
+func RunWorker(cfgJSON string) int {
+	var cfg WorkerConfig
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "worker: bad config: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	ccfg := client.DefaultConfig()
+	ccfg.Endpoints = cfg.Endpoints
+	ccfg.RequestTimeout = time.Second
+	ccfg.DialTimeout = 500 * time.Millisecond
+	// Count the HTTP requests of each op, so that a retried op is known.
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	rt := &countingTransport{next: &http.Transport{Protocols: &p, DialContext: (&net.Dialer{Timeout: ccfg.DialTimeout}).DialContext}}
+	ccfg.HTTPClient = &http.Client{Transport: rt}
+	cl, err := client.New(ccfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "worker: %v\n", err)
+		return 1
+	}
+	defer cl.Close()
+	w := &worker{cfg: cfg, cl: cl, rt: rt, rnd: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
+		holder: fmt.Sprintf("w%d", cfg.ID), enc: json.NewEncoder(os.Stdout), http: &http.Client{}}
+	w.run(ctx)
+	return 0
+}
+
+// countingTransport counts round trips.
+type countingTransport struct {
+	next http.RoundTripper
+	n    atomic.Int64
+}
+
+func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.n.Add(1)
+	return t.next.RoundTrip(r)
+}
+
+type worker struct {
+	cfg    WorkerConfig
+	cl     *client.Client
+	rt     *countingTransport
+	rnd    *rand.Rand
+	holder string
+	enc    *json.Encoder
+	http   *http.Client
+	seq    int
+
+	name  string // lease held, if token != 0
+	token uint64
+}
+
+func (w *worker) emit(r Record) {
+	w.seq++
+	r.Worker, r.Seq = w.cfg.ID, w.seq
+	r.Attempts = int(w.rt.n.Swap(0))
+	w.enc.Encode(r)
+}
+
+// outcome classifies an error: definite refusals, or indeterminate.
+func outcome(err error, r *Record) {
+	switch {
+	case err == nil:
+		r.Outcome = Ok
+		return
+	case errors.Is(err, client.ErrIndeterminate):
+		// Before the refusals: an acquire answered "held" after an
+		// uncertain attempt may have been granted (B1b).
+		r.Outcome = Indeterminate
+	case errors.Is(err, client.ErrLeaseHeld):
+		r.Outcome = Held
+		if he, ok := errors.AsType[*client.HeldError](err); ok {
+			r.OutHolder, r.OutToken = he.Holder, he.Token
+		}
+	case errors.Is(err, client.ErrStaleToken):
+		r.Outcome = Stale
+	case errors.Is(err, client.ErrNotFound):
+		r.Outcome = NotFound
+	case errors.Is(err, client.ErrInvalid):
+		r.Outcome = Failed
+	default:
+		r.Outcome = Indeterminate
+	}
+	r.Err = err.Error()
+}
+
+func (w *worker) pause(ctx context.Context, lo, hi time.Duration) {
+	sleepCtx(ctx, lo+time.Duration(w.rnd.Int64N(int64(hi-lo))))
+}
+
+func (w *worker) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if w.token == 0 {
+			w.name = w.cfg.Names[w.rnd.IntN(len(w.cfg.Names))]
+			if w.rnd.IntN(4) == 0 {
+				w.get(ctx, w.name)
+			} else {
+				w.acquire(ctx, w.name, w.rnd.IntN(2) == 0)
+			}
+			if w.token == 0 {
+				w.pause(ctx, 50*time.Millisecond, 300*time.Millisecond)
+			}
+			continue
+		}
+		switch p := w.rnd.IntN(100); {
+		case p < 40:
+			w.put(ctx)
+		case p < 65:
+			w.renew(ctx)
+		case p < 75:
+			w.get(ctx, w.name)
+		case p < 85:
+			w.release(ctx)
+		case p < 90:
+			// Hold on without renewing past the TTL: the next op finds the
+			// lease expired (and the server frees it for someone else).
+			sleepCtx(ctx, w.cfg.TTL+w.cfg.TTL/4)
+			w.put(ctx)
+		default:
+			w.acquire(ctx, w.name, false) // re-acquire: a renewal
+		}
+		w.pause(ctx, 50*time.Millisecond, 250*time.Millisecond)
+	}
+}
+
+func now() int64 { return time.Now().UnixNano() }
+
+// opCtx bounds one operation; the run's end interrupts it (the op is then
+// recorded as indeterminate unless it was definitely refused).
+func opCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+
+func (w *worker) acquire(ctx context.Context, name string, wait bool) {
+	r := Record{Op: OpAcquire, Name: name, Holder: w.holder, Wait: wait}
+	var opts []client.AcquireOption
+	d := 3 * time.Second
+	if wait {
+		opts = append(opts, client.Wait(2*time.Second))
+		d = 5 * time.Second
+	}
+	octx, cancel := opCtx(ctx, d)
+	r.Call = now()
+	l, err := w.cl.Acquire(octx, name, w.holder, w.cfg.TTL, opts...)
+	r.Return = now()
+	cancel()
+	outcome(err, &r)
+	if err == nil {
+		r.OutToken, r.Remaining = l.Token, int64(l.Remaining)
+		w.name, w.token = name, l.Token
+	} else if r.Outcome == Indeterminate && w.token != 0 {
+		w.token = 0 // it may have been re-granted under a new token
+	}
+	w.emit(r)
+}
+
+func (w *worker) renew(ctx context.Context) {
+	r := Record{Op: OpRenew, Name: w.name, Holder: w.holder, Token: w.token}
+	octx, cancel := opCtx(ctx, 3*time.Second)
+	r.Call = now()
+	l, err := w.cl.RenewOne(octx, w.name, w.token)
+	r.Return = now()
+	cancel()
+	outcome(err, &r)
+	if err == nil {
+		r.OutToken, r.Remaining = l.Token, int64(l.Remaining)
+	} else if r.Outcome == Stale {
+		w.token = 0
+	}
+	w.emit(r)
+}
+
+func (w *worker) release(ctx context.Context) {
+	r := Record{Op: OpRelease, Name: w.name, Holder: w.holder, Token: w.token}
+	octx, cancel := opCtx(ctx, 3*time.Second)
+	r.Call = now()
+	err := w.cl.Release(octx, w.name, w.token)
+	r.Return = now()
+	cancel()
+	outcome(err, &r)
+	w.token = 0
+	w.emit(r)
+}
+
+func (w *worker) put(ctx context.Context) {
+	r := Record{Op: OpPut, Name: w.name, Holder: w.holder, Key: KeyOf(w.name), Token: w.token,
+		Value: fmt.Sprintf("w%d-%d", w.cfg.ID, w.seq+1)}
+	octx, cancel := opCtx(ctx, 3*time.Second)
+	r.Call = now()
+	var err error
+	if w.cfg.UnsafeStore != "" {
+		err = w.unsafePut(octx, r.Key, r.Value, r.Token)
+	} else {
+		_, err = w.cl.Put(octx, r.Key, []byte(r.Value), w.name, w.token)
+	}
+	r.Return = now()
+	cancel()
+	outcome(err, &r)
+	if r.Outcome == Stale {
+		w.token = 0
+	}
+	w.emit(r)
+}
+
+func (w *worker) get(ctx context.Context, name string) {
+	r := Record{Op: OpGet, Name: name, Key: KeyOf(name)}
+	octx, cancel := opCtx(ctx, 3*time.Second)
+	r.Call = now()
+	var (
+		kv  client.KV
+		err error
+	)
+	if w.cfg.UnsafeStore != "" {
+		kv, err = w.unsafeGet(octx, r.Key)
+	} else {
+		kv, err = w.cl.KVGet(octx, r.Key)
+	}
+	r.Return = now()
+	cancel()
+	outcome(err, &r)
+	if err == nil {
+		r.OutValue, r.OutToken = string(kv.Value), kv.Token
+	}
+	w.emit(r)
+}
+
+func (w *worker) unsafePut(ctx context.Context, key, value string, token uint64) error {
+	q := url.Values{"key": {key}, "value": {value}, "token": {fmt.Sprint(token)}}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, w.cfg.UnsafeStore+"/put?"+q.Encode(), nil)
+	res, err := w.http.Do(req)
+	if err != nil {
+		return err
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("unsafe store: %s", res.Status)
+	}
+	return nil
+}
+
+func (w *worker) unsafeGet(ctx context.Context, key string) (client.KV, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.cfg.UnsafeStore+"/get?key="+url.QueryEscape(key), nil)
+	res, err := w.http.Do(req)
+	if err != nil {
+		return client.KV{}, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode == http.StatusNotFound {
+		return client.KV{}, client.ErrNotFound
+	}
+	var v FinalValue
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+		return client.KV{}, err
+	}
+	return client.KV{Key: key, Value: []byte(v.Value), Token: v.Token}, nil
+}
+
+// UnsafeStore is the harness-side key-value store of --unsafe: it accepts
+// every write whatever its token. It exists only to prove that the checker
+// catches what fencing prevents; tenure itself has no such path.
+type UnsafeStore struct {
+	mu sync.Mutex
+	m  map[string]FinalValue
+}
+
+// NewUnsafeStore returns an empty store.
+func NewUnsafeStore() *UnsafeStore { return &UnsafeStore{m: map[string]FinalValue{}} }
+
+func (s *UnsafeStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("key")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch strings.TrimPrefix(r.URL.Path, "/") {
+	case "put":
+		var tok uint64
+		fmt.Sscan(r.URL.Query().Get("token"), &tok)
+		s.m[key] = FinalValue{Key: key, Found: true, Value: r.URL.Query().Get("value"), Token: tok}
+	case "get":
+		v, ok := s.m[key]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(v)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// Final returns the value of key.
+func (s *UnsafeStore) Final(key string) FinalValue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[key]
+	if !ok {
+		return FinalValue{Key: key}
+	}
+	return v
+}
