@@ -144,6 +144,9 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) (string, error
 	if !n.IsLeader() {
 		return "", ErrNotLeader
 	}
+	if id == n.cfg.ID {
+		return id, nil // already there
+	}
 	var f raft.Future
 	if id == "" {
 		f = n.raft.LeadershipTransfer()
