@@ -196,10 +196,6 @@ func checkStaleWrites(h History) []Violation {
 // superseded by a write with a higher token.
 func checkDurable(h History, final map[string]FinalValue) []Violation {
 	var vs []Violation
-	type keyInfo struct {
-		maxOk      Record
-		candidates map[string]Record // values with the max token that may be last
-	}
 	for _, rs := range h.ByName() {
 		var oks, maybe []Record
 		for _, r := range rs {

@@ -212,7 +212,6 @@ func (n *Nemesis) inject(ctx context.Context, f Fault) {
 		return
 	}
 	if f.Kind == FaultTransfer {
-		to := n.C.Nodes[f.Target]
 		cl, err := n.C.Client()
 		if err == nil {
 			// A transfer fails while an election or catch-up is under way:
@@ -220,7 +219,7 @@ func (n *Nemesis) inject(ctx context.Context, f Fault) {
 			// target leads already or refuses.
 			deadline := time.Now().Add(6 * time.Second)
 			for attempt := 0; ; attempt++ {
-				to = n.C.Nodes[(f.Target+attempt)%len(n.C.Nodes)]
+				to := n.C.Nodes[(f.Target+attempt)%len(n.C.Nodes)]
 				if l, ok := n.C.Leader(ctx); ok && l == to.Index {
 					to = n.C.Nodes[(to.Index+1)%len(n.C.Nodes)]
 				}
