@@ -315,15 +315,7 @@ func TestIndeterminate(t *testing.T) {
 			return nil, hang(ctx)
 		},
 	}
-	cfg := client.DefaultConfig()
-	cfg.Endpoints = []string{fakeserver.Start(t, fake)}
-	cfg.RequestTimeout = 50 * time.Millisecond
-	cfg.RetryBackoff = time.Millisecond
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := impatientClient(t, fake)
 
 	writes := []struct {
 		method string
@@ -474,16 +466,8 @@ func TestAcquireHeldAfterUncertainAttempt(t *testing.T) {
 		}
 		return nil, wire.ToConnectError(&lease.HeldError{Name: "jobs/x", Holder: "other", Token: 9, Remaining: time.Second})
 	}}
-	cfg := client.DefaultConfig()
-	cfg.Endpoints = []string{fakeserver.Start(t, fake)}
-	cfg.RequestTimeout = 50 * time.Millisecond
-	cfg.RetryBackoff = time.Millisecond
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, err = c.Acquire(t.Context(), "jobs/x", "me", 2*time.Second)
+	c := impatientClient(t, fake)
+	_, err := c.Acquire(t.Context(), "jobs/x", "me", 2*time.Second)
 	var held *client.HeldError
 	if !errors.Is(err, client.ErrIndeterminate) || !errors.As(err, &held) || held.Holder != "other" {
 		t.Fatalf("Acquire = %v; want an error matching ErrIndeterminate and a HeldError for other", err)
@@ -495,4 +479,20 @@ func TestAcquireHeldAfterUncertainAttempt(t *testing.T) {
 	if !errors.Is(err, client.ErrLeaseHeld) || errors.Is(err, client.ErrIndeterminate) {
 		t.Fatalf("Acquire = %v; want held, not indeterminate", err)
 	}
+}
+
+// impatientClient returns a client of fake whose attempts time out after
+// 50ms and which retries at once.
+func impatientClient(t *testing.T, fake *fakeserver.Server) *client.Client {
+	t.Helper()
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = []string{fakeserver.Start(t, fake)}
+	cfg.RequestTimeout = 50 * time.Millisecond
+	cfg.RetryBackoff = time.Millisecond
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
