@@ -3,6 +3,7 @@ package lease
 import (
 	"container/heap"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -414,7 +415,7 @@ func (a *applier) fenceCheck(op Op) (*fence, error) {
 	f := a.s.kv[op.Key]
 	if f != nil && op.Token < f.Token {
 		return nil, &StaleError{Name: op.Name, Token: op.Token,
-			Detail: "key " + quote(op.Key) + " was last written with a higher token"}
+			Detail: "key " + strconv.Quote(op.Key) + " was last written with a higher token"}
 	}
 	return f, nil
 }
@@ -453,8 +454,6 @@ func (a *applier) del(op Op) Result {
 	f.Entry = nil
 	return Result{Revision: a.s.revision}
 }
-
-func quote(s string) string { return `"` + s + `"` }
 
 // expiry is a heap entry; it is stale once the lease it names was renewed,
 // released or re-granted.

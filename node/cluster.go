@@ -43,7 +43,7 @@ func (n *Node) Status() Status {
 		AppliedIndex: n.raft.AppliedIndex(),
 		CommitIndex:  n.raft.CommitIndex(),
 		LastIndex:    n.raft.LastIndex(),
-		MinTTL:       n.minTTL,
+		MinTTL:       n.limits.MinTTL,
 	}
 	if st.State == "leader" && !n.IsLeader() {
 		st.State = "leader (taking over)"

@@ -17,8 +17,9 @@ type leaderTerm struct {
 	base  time.Duration
 	start time.Time
 	term  uint64
-	// stop ends this term's goroutines.
-	stop chan struct{}
+	// ctx ends when the term does; cancel ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // clusterNow returns the cluster time to stamp the next batch with:
@@ -45,7 +46,7 @@ func (n *Node) watchLeadership() {
 	stopTerm := func() {
 		if cur != nil {
 			n.term.Store(nil)
-			close(cur.stop)
+			cur.cancel()
 			wg.Wait()
 			cur = nil
 			n.metrics.isLeader.Set(0)
@@ -63,7 +64,8 @@ func (n *Node) watchLeadership() {
 			if !leader {
 				continue
 			}
-			cur = &leaderTerm{stop: make(chan struct{})}
+			ctx, cancel := context.WithCancel(context.Background())
+			cur = &leaderTerm{ctx: ctx, cancel: cancel}
 			wg.Go(func() { n.takeOver(cur) })
 		}
 	}
@@ -80,7 +82,7 @@ func (n *Node) takeOver(t *leaderTerm) {
 		}
 		n.log.Warn("barrier after election failed", "err", err)
 		select {
-		case <-t.stop:
+		case <-t.ctx.Done():
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -105,12 +107,7 @@ func (n *Node) takeOver(t *leaderTerm) {
 func (n *Node) expirer(t *leaderTerm) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-t.stop
-		cancel()
-	}()
+	ctx := t.ctx
 	for {
 		wait := time.Hour
 		if at, ok := n.fsm.nextDeadline(); ok {
@@ -129,12 +126,9 @@ func (n *Node) expirer(t *leaderTerm) {
 		}
 		timer.Reset(wait)
 		select {
-		case <-t.stop:
+		case <-t.ctx.Done():
 			return
-		case <-n.kick:
-			if !timer.Stop() {
-				<-timer.C
-			}
+		case <-n.kick: // Reset above re-arms the timer (Go 1.23+ timers)
 		case <-timer.C:
 		}
 	}
@@ -148,7 +142,7 @@ func (n *Node) promoter(t *leaderTerm) {
 	seen := map[raft.ServerID]int{}
 	for {
 		select {
-		case <-t.stop:
+		case <-t.ctx.Done():
 			return
 		case <-tick.C:
 		}

@@ -46,7 +46,6 @@ type Node struct {
 	fsm    *fsm
 	trans  raft.Transport
 	closer []func() error // stores and transport, closed after raft
-	minTTL time.Duration
 	limits lease.Limits
 
 	proposeCh chan *proposal
@@ -81,7 +80,6 @@ func New(cfg Config) (*Node, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		fsm:       newFSM(),
-		minTTL:    cfg.MinTTL(),
 		proposeCh: make(chan *proposal, 4096),
 		inflight:  make(chan *inflight, cfg.MaxInflight),
 		hub:       newHub(),
@@ -91,7 +89,7 @@ func New(cfg Config) (*Node, error) {
 		raftDown:  make(chan struct{}),
 	}
 	n.limits = cfg.Limits
-	n.limits.MinTTL = n.minTTL
+	n.limits.MinTTL = cfg.MinTTL()
 	n.fsm.onApply = n.onApply
 	if err := n.open(); err != nil {
 		n.closeStores()
@@ -194,7 +192,7 @@ func (n *Node) open() error {
 		}
 		n.log.Info("bootstrapped a new cluster", "id", cfg.ID, "raft", n.trans.LocalAddr())
 	}
-	n.log.Info("node started", "id", cfg.ID, "raft", n.trans.LocalAddr(), "existing_state", hasState, "min_ttl", n.minTTL)
+	n.log.Info("node started", "id", cfg.ID, "raft", n.trans.LocalAddr(), "existing_state", hasState, "min_ttl", n.limits.MinTTL)
 	return nil
 }
 
@@ -242,7 +240,8 @@ func newTCPTransport(bind, advertise string, logger hclog.Logger) (*raft.Network
 // ID returns the node's raft server ID.
 func (n *Node) ID() string { return n.cfg.ID }
 
-// RaftAddr returns the address raft listens on.
+// RaftAddr returns the address other nodes reach raft at: the advertised
+// address if one was set, else the bound one.
 func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 
 // Limits returns the request limits, with MinTTL derived from raft timing.

@@ -72,7 +72,6 @@ func (n *Node) Do1(ctx context.Context, op lease.Op) (lease.Result, error) {
 func (n *Node) proposer() {
 	defer n.wg.Done()
 	defer close(n.inflight)
-	buf := make([]byte, 0, 4096)
 	for {
 		var first *proposal
 		select {
@@ -102,9 +101,7 @@ func (n *Node) proposer() {
 		for _, p := range props {
 			b.Ops = append(b.Ops, p.ops...)
 		}
-		buf = lease.AppendBatch(append(buf[:0], entryBatch), b)
-		data := append([]byte(nil), buf...)
-		f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+		f := n.raft.Apply(lease.AppendBatch([]byte{entryBatch}, b), n.cfg.ApplyTimeout)
 		n.metrics.batchOps.Observe(float64(nops))
 		select {
 		case n.inflight <- &inflight{future: f, props: props}:

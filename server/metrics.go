@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tenure-io/tenure/lease"
+	"github.com/tenure-io/tenure/node"
 )
 
 type metrics struct {
@@ -35,16 +36,7 @@ func newMetrics(reg prometheus.Registerer, n Node) *metrics {
 	for _, r := range []string{lease.ReasonLeaseHeld, lease.ReasonStaleToken, lease.ReasonNotFound, "INVALID", "UNAVAILABLE"} {
 		m.rejections.WithLabelValues(r)
 	}
-	gauge := func(name, help string, f func() float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tenure", Name: name, Help: help}, f)
-	}
-	reg.MustRegister(m.requests, m.renewals, m.rejections,
-		gauge("raft_term", "Current raft term.", func() float64 { return float64(n.Status().Term) }),
-		gauge("raft_applied_index", "Last raft index applied to the state machine.", func() float64 { return float64(n.Status().AppliedIndex) }),
-		gauge("raft_commit_index", "Last raft index known committed.", func() float64 { return float64(n.Status().CommitIndex) }),
-		gauge("leases", "Leases stored (live or awaiting expiry).", func() float64 { return float64(n.Status().Leases) }),
-		gauge("last_token", "Highest fencing token granted.", func() float64 { return float64(n.Status().LastToken) }),
-	)
+	reg.MustRegister(m.requests, m.renewals, m.rejections, statusCollector{n})
 	return m
 }
 
@@ -74,4 +66,37 @@ func (m *metrics) interceptor() connect.Interceptor {
 			return res, err
 		}
 	})
+}
+
+// statusCollector exports a node's Status as gauges, reading it once per
+// scrape.
+type statusCollector struct{ n Node }
+
+var statusGauges = []struct {
+	desc  *prometheus.Desc
+	value func(st node.Status) float64
+}{
+	{prometheus.NewDesc("tenure_raft_term", "Current raft term.", nil, nil),
+		func(st node.Status) float64 { return float64(st.Term) }},
+	{prometheus.NewDesc("tenure_raft_applied_index", "Last raft index applied to the state machine.", nil, nil),
+		func(st node.Status) float64 { return float64(st.AppliedIndex) }},
+	{prometheus.NewDesc("tenure_raft_commit_index", "Last raft index known committed.", nil, nil),
+		func(st node.Status) float64 { return float64(st.CommitIndex) }},
+	{prometheus.NewDesc("tenure_leases", "Leases stored (live or awaiting expiry).", nil, nil),
+		func(st node.Status) float64 { return float64(st.Leases) }},
+	{prometheus.NewDesc("tenure_last_token", "Highest fencing token granted.", nil, nil),
+		func(st node.Status) float64 { return float64(st.LastToken) }},
+}
+
+func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, g := range statusGauges {
+		ch <- g.desc
+	}
+}
+
+func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.n.Status()
+	for _, g := range statusGauges {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.value(st))
+	}
 }

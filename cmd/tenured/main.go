@@ -13,17 +13,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
-
-	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
-	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
+	"github.com/tenure-io/tenure/client"
 	"github.com/tenure-io/tenure/node"
 	"github.com/tenure-io/tenure/server"
 )
@@ -144,7 +140,6 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	if apiAddr == "" {
 		apiAddr = ln.Addr().String()
 	}
-	peers := newPeerClient()
 	cfg := node.DefaultConfig()
 	cfg.ID = o.nodeID
 	cfg.DataDir = o.dataDir
@@ -163,7 +158,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	cfg.Logger = log
 	cfg.RaftLogOutput = stderr
 	cfg.RaftLogLevel = o.raftLogLevel
-	cfg.PeerApplied = peers.applied
+	cfg.PeerApplied = peerApplied
 	reg := server.NewRegistry()
 	cfg.Registerer = reg
 	n, err := node.New(cfg)
@@ -183,7 +178,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	log.Info("serving", "api", apiAddr, "raft", n.RaftAddr(), "node_id", n.ID(), "data_dir", dataDirLabel(o))
 
 	if o.join != "" {
-		go joinLoop(ctx, log, peers, o.join, n.ID(), n.RaftAddr(), o.raftAdvertise, apiAddr)
+		go joinLoop(ctx, log, o.join, n.ID(), n.RaftAddr(), apiAddr)
 	}
 
 	select {
@@ -216,21 +211,23 @@ func dataDirLabel(o *options) string {
 // joinLoop asks the member at addr to add this node, retrying until it is
 // accepted or ctx ends. Joining is idempotent, so a restarted node repeats
 // it harmlessly.
-func joinLoop(ctx context.Context, log *slog.Logger, peers *peerClient, addr, id, raftAddr, raftAdvertise, apiAddr string) {
-	if raftAdvertise != "" {
-		raftAddr = raftAdvertise
+func joinLoop(ctx context.Context, log *slog.Logger, addr, id, raftAddr, apiAddr string) {
+	c, err := peer(addr)
+	if err != nil {
+		log.Error("join refused", "via", addr, "err", err)
+		return
 	}
-	c := peers.cluster(addr)
+	defer c.Close()
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := c.Join(rctx, connect.NewRequest(&tenurev1.JoinRequest{NodeId: id, RaftAddress: raftAddr, ApiAddress: apiAddr}))
+		_, err := c.Join(rctx, id, raftAddr, apiAddr)
 		cancel()
 		if err == nil {
 			log.Info("joined the cluster", "via", addr)
 			return
 		}
-		if connect.CodeOf(err) == connect.CodeInvalidArgument {
+		if errors.Is(err, client.ErrInvalid) {
 			log.Error("join refused", "via", addr, "err", err)
 			return
 		}
@@ -246,24 +243,20 @@ func joinLoop(ctx context.Context, log *slog.Logger, peers *peerClient, addr, id
 	}
 }
 
-// peerClient reaches other members' APIs over cleartext HTTP/2.
-type peerClient struct{ http *http.Client }
-
-func newPeerClient() *peerClient {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &peerClient{http: &http.Client{Transport: &http.Transport{Protocols: &p}}}
+// peer returns a client of the member whose API is at addr.
+func peer(addr string) (*client.Client, error) {
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = []string{addr}
+	return client.New(cfg)
 }
 
-func (p *peerClient) cluster(addr string) tenurev1connect.ClusterServiceClient {
-	return tenurev1connect.NewClusterServiceClient(p.http, "http://"+strings.TrimPrefix(addr, "http://"), connect.WithGRPC())
-}
-
-// applied returns the applied index of the member whose API is at addr.
-func (p *peerClient) applied(ctx context.Context, addr string) (uint64, error) {
-	res, err := p.cluster(addr).Status(ctx, connect.NewRequest(&tenurev1.StatusRequest{}))
+// peerApplied returns the applied index of the member whose API is at addr.
+func peerApplied(ctx context.Context, addr string) (uint64, error) {
+	c, err := peer(addr)
 	if err != nil {
 		return 0, err
 	}
-	return res.Msg.GetAppliedIndex(), nil
+	defer c.Close()
+	st, err := c.Status(ctx)
+	return st.AppliedIndex, err
 }
