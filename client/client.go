@@ -153,23 +153,22 @@ func (c *Client) gaveUp(ctx context.Context, failures int, last error) error {
 	return &unavailableError{attempts: failures, last: last, cause: cause}
 }
 
-// unary calls one unary method with msg, each attempt bounded by timeout
-// (none if 0). It returns the response and the time the successful attempt
-// was sent.
-func unary[Req, Res any](ctx context.Context, c *Client, p retryPolicy, timeout time.Duration, msg *Req,
-	method func(*endpoint) func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (*Res, time.Time, error) {
+// unary calls one unary method with msg, each attempt bounded by the
+// request timeout. svc picks the service client of an endpoint and method
+// is one of its methods, as a method expression (e.g.
+// tenurev1connect.KVServiceClient.Put). It returns the response and the
+// time the successful attempt was sent.
+func unary[S, Req, Res any](ctx context.Context, c *Client, p retryPolicy, msg *Req, svc func(*endpoint) S,
+	method func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (*Res, time.Time, error) {
 	var (
 		res  *Res
 		sent time.Time
 	)
 	err := c.call(ctx, p, func(ctx context.Context, ep *endpoint) error {
-		if timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
+		ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		defer cancel()
 		sent = time.Now()
-		r, err := method(ep)(ctx, connect.NewRequest(msg))
+		r, err := method(svc(ep), ctx, connect.NewRequest(msg))
 		if err != nil {
 			return err
 		}
@@ -178,3 +177,8 @@ func unary[Req, Res any](ctx context.Context, c *Client, p retryPolicy, timeout 
 	})
 	return res, sent, err
 }
+
+// The service clients of an endpoint, for unary.
+func leaseService(ep *endpoint) tenurev1connect.LeaseServiceClient     { return ep.lease }
+func kvService(ep *endpoint) tenurev1connect.KVServiceClient           { return ep.kv }
+func clusterService(ep *endpoint) tenurev1connect.ClusterServiceClient { return ep.cluster }

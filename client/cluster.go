@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
-	"connectrpc.com/connect"
-
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
 )
 
 // Status is one member's view of the cluster.
@@ -62,11 +61,11 @@ func membersFromProto(ms []*tenurev1.Member) []Member {
 // forwarded to the leader.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var answered string
-	res, _, err := unary(ctx, c, retryAlways, c.cfg.RequestTimeout, &tenurev1.StatusRequest{},
-		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.StatusRequest]) (*connect.Response[tenurev1.StatusResponse], error) {
+	res, _, err := unary(ctx, c, retryAlways, &tenurev1.StatusRequest{},
+		func(ep *endpoint) tenurev1connect.ClusterServiceClient {
 			answered = ep.addr
-			return ep.cluster.Status
-		})
+			return ep.cluster
+		}, tenurev1connect.ClusterServiceClient.Status)
 	if err != nil {
 		return Status{}, err
 	}
@@ -92,11 +91,9 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 // address. It returns the members after the change. Like the other
 // membership calls it is not retried once possibly delivered.
 func (c *Client) Join(ctx context.Context, nodeID, raftAddr, apiAddr string) ([]Member, error) {
-	res, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout,
+	res, _, err := unary(ctx, c, retryUnsent,
 		&tenurev1.JoinRequest{NodeId: nodeID, RaftAddress: raftAddr, ApiAddress: apiAddr},
-		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.JoinRequest]) (*connect.Response[tenurev1.JoinResponse], error) {
-			return ep.cluster.Join
-		})
+		clusterService, tenurev1connect.ClusterServiceClient.Join)
 	if err != nil {
 		return nil, err
 	}
@@ -105,10 +102,8 @@ func (c *Client) Join(ctx context.Context, nodeID, raftAddr, apiAddr string) ([]
 
 // Leave removes the node nodeID from the cluster.
 func (c *Client) Leave(ctx context.Context, nodeID string) error {
-	_, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout, &tenurev1.LeaveRequest{NodeId: nodeID},
-		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.LeaveRequest]) (*connect.Response[tenurev1.LeaveResponse], error) {
-			return ep.cluster.Leave
-		})
+	_, _, err := unary(ctx, c, retryUnsent, &tenurev1.LeaveRequest{NodeId: nodeID},
+		clusterService, tenurev1connect.ClusterServiceClient.Leave)
 	return err
 }
 
@@ -116,10 +111,8 @@ func (c *Client) Leave(ctx context.Context, nodeID string) error {
 // lets raft pick the most up-to-date follower) and returns the new
 // leader's ID.
 func (c *Client) TransferLeadership(ctx context.Context, nodeID string) (string, error) {
-	res, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout, &tenurev1.TransferLeadershipRequest{NodeId: nodeID},
-		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.TransferLeadershipRequest]) (*connect.Response[tenurev1.TransferLeadershipResponse], error) {
-			return ep.cluster.TransferLeadership
-		})
+	res, _, err := unary(ctx, c, retryUnsent, &tenurev1.TransferLeadershipRequest{NodeId: nodeID},
+		clusterService, tenurev1connect.ClusterServiceClient.TransferLeadership)
 	if err != nil {
 		return "", err
 	}

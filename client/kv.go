@@ -3,9 +3,8 @@ package client
 import (
 	"context"
 
-	"connectrpc.com/connect"
-
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
 )
 
 // KV is one value of the fenced key-value store.
@@ -29,11 +28,9 @@ type KV struct {
 // key, which would misreport the outcome. Such a Put fails with an error
 // matching ErrIndeterminate; read the key to find out.
 func (c *Client) Put(ctx context.Context, key string, value []byte, leaseName string, token uint64) (uint64, error) {
-	res, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout,
+	res, _, err := unary(ctx, c, retryUnsent,
 		&tenurev1.KVPutRequest{Key: key, Value: value, Lease: leaseName, Token: token},
-		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.KVPutRequest]) (*connect.Response[tenurev1.KVPutResponse], error) {
-			return ep.kv.Put
-		})
+		kvService, tenurev1connect.KVServiceClient.Put)
 	if err != nil {
 		return 0, err
 	}
@@ -43,10 +40,8 @@ func (c *Client) Put(ctx context.Context, key string, value []byte, leaseName st
 // KVGet returns the value of key, or an error matching ErrNotFound if the
 // key holds none.
 func (c *Client) KVGet(ctx context.Context, key string) (KV, error) {
-	res, _, err := unary(ctx, c, retryAlways, c.cfg.RequestTimeout, &tenurev1.KVGetRequest{Key: key},
-		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.KVGetRequest]) (*connect.Response[tenurev1.KVGetResponse], error) {
-			return ep.kv.Get
-		})
+	res, _, err := unary(ctx, c, retryAlways, &tenurev1.KVGetRequest{Key: key},
+		kvService, tenurev1connect.KVServiceClient.Get)
 	if err != nil {
 		return KV{}, err
 	}
@@ -62,11 +57,9 @@ func (c *Client) KVGet(ctx context.Context, key string) (KV, error) {
 // Delete removes key, fenced like Put, and returns the store revision of
 // the deletion. Like Put it is not retried once possibly delivered.
 func (c *Client) Delete(ctx context.Context, key, leaseName string, token uint64) (uint64, error) {
-	res, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout,
+	res, _, err := unary(ctx, c, retryUnsent,
 		&tenurev1.KVDeleteRequest{Key: key, Lease: leaseName, Token: token},
-		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.KVDeleteRequest]) (*connect.Response[tenurev1.KVDeleteResponse], error) {
-			return ep.kv.Delete
-		})
+		kvService, tenurev1connect.KVServiceClient.Delete)
 	if err != nil {
 		return 0, err
 	}

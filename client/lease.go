@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
 	"github.com/tenure-io/tenure/internal/wire"
 	"github.com/tenure-io/tenure/lease"
 )
@@ -180,10 +181,8 @@ func (c *Client) Renew(ctx context.Context, refs ...Ref) ([]RenewResult, error) 
 	for _, r := range refs {
 		req.Leases = append(req.Leases, &tenurev1.LeaseRef{Name: r.Name, Token: r.Token})
 	}
-	res, sent, err := unary(ctx, c, retryAlways, c.cfg.RequestTimeout, req,
-		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
-			return ep.lease.Renew
-		})
+	res, sent, err := unary(ctx, c, retryAlways, req,
+		leaseService, tenurev1connect.LeaseServiceClient.Renew)
 	if err != nil {
 		return nil, err
 	}
@@ -217,20 +216,16 @@ func (c *Client) RenewOne(ctx context.Context, name string, token uint64) (Lease
 // the current grant fails with ErrStaleToken. A release that may have been
 // delivered is not retried (see ErrIndeterminate).
 func (c *Client) Release(ctx context.Context, name string, token uint64) error {
-	_, _, err := unary(ctx, c, retryUnsent, c.cfg.RequestTimeout, &tenurev1.ReleaseRequest{Name: name, Token: token},
-		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.ReleaseRequest]) (*connect.Response[tenurev1.ReleaseResponse], error) {
-			return ep.lease.Release
-		})
+	_, _, err := unary(ctx, c, retryUnsent, &tenurev1.ReleaseRequest{Name: name, Token: token},
+		leaseService, tenurev1connect.LeaseServiceClient.Release)
 	return err
 }
 
 // Get returns the live grant of name, or an error matching ErrNotFound if
 // it has none.
 func (c *Client) Get(ctx context.Context, name string) (Lease, error) {
-	res, sent, err := unary(ctx, c, retryAlways, c.cfg.RequestTimeout, &tenurev1.GetRequest{Name: name},
-		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.GetRequest]) (*connect.Response[tenurev1.GetResponse], error) {
-			return ep.lease.Get
-		})
+	res, sent, err := unary(ctx, c, retryAlways, &tenurev1.GetRequest{Name: name},
+		leaseService, tenurev1connect.LeaseServiceClient.Get)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -240,10 +235,8 @@ func (c *Client) Get(ctx context.Context, name string) (Lease, error) {
 // List returns the live leases whose names start with prefix, sorted by
 // name. The empty prefix lists all.
 func (c *Client) List(ctx context.Context, prefix string) ([]Lease, error) {
-	res, sent, err := unary(ctx, c, retryAlways, c.cfg.RequestTimeout, &tenurev1.ListRequest{Prefix: prefix},
-		func(ep *endpoint) func(context.Context, *connect.Request[tenurev1.ListRequest]) (*connect.Response[tenurev1.ListResponse], error) {
-			return ep.lease.List
-		})
+	res, sent, err := unary(ctx, c, retryAlways, &tenurev1.ListRequest{Prefix: prefix},
+		leaseService, tenurev1connect.LeaseServiceClient.List)
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,6 @@ import (
 	"github.com/tenure-io/tenure/client"
 )
 
-const defaultEndpoint = "127.0.0.1:7400"
-
 const topUsage = `Usage: tenure [global flags] COMMAND [ARGS] [flags]
 
 Commands:
@@ -97,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	a := &app{stdout: stdout, stderr: stderr, env: env}
 	a.g.endpoints = env("TENURE_ENDPOINTS")
 	if a.g.endpoints == "" {
-		a.g.endpoints = defaultEndpoint
+		a.g.endpoints = strings.Join(client.DefaultConfig().Endpoints, ",")
 	}
 	a.g.output = "text"
 	a.g.requestTimeout = 5 * time.Second
@@ -119,7 +117,7 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 	a.g.register(fs)
 	// No reordering here: the first positional argument is the command.
 	if err := fs.Parse(args); err != nil {
-		return flagError(err, topUsage)
+		return flagError(err, topUsage, topUsage)
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
@@ -182,10 +180,7 @@ func (a *app) parse(c *command, args []string, required []string, max int) ([]st
 	a.g.register(c.fs)
 	c.help += "\nFlags:\n" + flagDefaults(c.fs)
 	if err := c.fs.Parse(interspersed(c.fs, args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, &helpRequest{usage: c.help}
-		}
-		return nil, &usageError{msg: err.Error(), usage: c.usage}
+		return nil, flagError(err, c.help, c.usage)
 	}
 	pos := c.fs.Args()
 	switch {
@@ -200,6 +195,15 @@ func (a *app) parse(c *command, args []string, required []string, max int) ([]st
 	return pos, nil
 }
 
+// parsePrefix parses the optional PREFIX of list and watch.
+func (a *app) parsePrefix(c *command, args []string) (string, error) {
+	pos, err := a.parse(c, args, nil, 1)
+	if err != nil || len(pos) == 0 {
+		return "", err
+	}
+	return pos[0], nil
+}
+
 func flagDefaults(fs *flag.FlagSet) string {
 	var b strings.Builder
 	fs.SetOutput(&b)
@@ -208,11 +212,11 @@ func flagDefaults(fs *flag.FlagSet) string {
 	return b.String()
 }
 
-// flagError turns an error of flag.FlagSet.Parse into a usage error or a
-// help request.
-func flagError(err error, usage string) error {
+// flagError turns an error of flag.FlagSet.Parse into a help request,
+// which prints help, or a usage error, which prints usage.
+func flagError(err error, help, usage string) error {
 	if errors.Is(err, flag.ErrHelp) {
-		return &helpRequest{usage: usage}
+		return &helpRequest{usage: help}
 	}
 	return &usageError{msg: err.Error(), usage: usage}
 }

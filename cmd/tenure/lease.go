@@ -42,22 +42,45 @@ func (t *tokenFlag) require(c *command) error {
 	return nil
 }
 
+// grantFlags are the --holder and --ttl of acquire and run.
+type grantFlags struct {
+	holder string
+	ttl    time.Duration
+}
+
+func (f *grantFlags) register(c *command) {
+	c.fs.StringVar(&f.holder, "holder", "", "holder `name` (default: HOSTNAME-PID)")
+	c.fs.DurationVar(&f.ttl, "ttl", 10*time.Second, "lease time to live")
+}
+
+// check returns a usage error if the TTL is not positive, and fills in
+// the default holder.
+func (f *grantFlags) check(c *command) error {
+	if f.ttl <= 0 {
+		return &usageError{msg: fmt.Sprintf("--ttl must be positive, got %s", f.ttl), usage: c.usage}
+	}
+	if f.holder == "" {
+		f.holder = defaultHolder()
+	}
+	return nil
+}
+
 func (a *app) acquire(ctx context.Context, args []string) error {
 	c := a.newCommand("acquire", "acquire NAME [--holder H] [--ttl 10s] [--wait [--timeout 30s]]",
 		"Acquires the lease NAME for a holder and prints the grant with its fencing token.\n"+
 			"Acquiring again as the same holder renews it (same token). With --wait the\n"+
 			"request queues on the server until the lease is free or --timeout passes.\n"+
 			"The default holder is the host name and the process ID, e.g. web-1-4242.")
-	holder := c.fs.String("holder", "", "holder `name` (default: HOSTNAME-PID)")
-	ttl := c.fs.Duration("ttl", 10*time.Second, "lease time to live")
+	var g grantFlags
+	g.register(c)
 	wait := c.fs.Bool("wait", false, "wait until the lease is granted")
 	timeout := c.fs.Duration("timeout", 30*time.Second, "with --wait: how long to wait")
 	pos, err := a.parse(c, args, []string{"NAME"}, 1)
 	if err != nil {
 		return err
 	}
-	if *ttl <= 0 {
-		return &usageError{msg: fmt.Sprintf("--ttl must be positive, got %s", *ttl), usage: c.usage}
+	if err := g.check(c); err != nil {
+		return err
 	}
 	timeoutSet := false
 	c.fs.Visit(func(f *flag.Flag) {
@@ -71,9 +94,6 @@ func (a *app) acquire(ctx context.Context, args []string) error {
 	if *wait && *timeout <= 0 {
 		return &usageError{msg: fmt.Sprintf("--timeout must be positive, got %s", *timeout), usage: c.usage}
 	}
-	if *holder == "" {
-		*holder = defaultHolder()
-	}
 	var opts []client.AcquireOption
 	extra := time.Duration(0)
 	if *wait {
@@ -81,7 +101,7 @@ func (a *app) acquire(ctx context.Context, args []string) error {
 		extra = *timeout
 	}
 	return a.call(ctx, extra, func(ctx context.Context, cl *client.Client) error {
-		l, err := cl.Acquire(ctx, pos[0], *holder, *ttl, opts...)
+		l, err := cl.Acquire(ctx, pos[0], g.holder, g.ttl, opts...)
 		if err != nil {
 			return err
 		}
@@ -151,21 +171,18 @@ func (a *app) list(ctx context.Context, args []string) error {
 	c := a.newCommand("list", "list [PREFIX]",
 		"Prints the live leases whose names start with PREFIX (all without one),\n"+
 			"one per line, sorted by name.")
-	pos, err := a.parse(c, args, nil, 1)
+	prefix, err := a.parsePrefix(c, args)
 	if err != nil {
 		return err
-	}
-	prefix := ""
-	if len(pos) == 1 {
-		prefix = pos[0]
 	}
 	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 		ls, err := cl.List(ctx, prefix)
 		if err != nil {
 			return err
 		}
+		out := a.out()
 		for _, l := range ls {
-			a.out().lease(l)
+			out.lease(l)
 		}
 		return nil
 	})

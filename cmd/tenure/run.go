@@ -73,8 +73,8 @@ func (e *leaseStopped) ExitCode() int { return exitFenced }
 
 func (a *app) runCommand(ctx context.Context, args []string) error {
 	c := a.newCommand("run", runSynopsis, runAbout)
-	holder := c.fs.String("holder", "", "holder `name` (default: HOSTNAME-PID)")
-	ttl := c.fs.Duration("ttl", 10*time.Second, "lease time to live")
+	var g grantFlags
+	g.register(c)
 	killAfter := c.fs.Duration("kill-after", 0, "when the lease is at risk: time between SIGTERM and SIGKILL, which comes at the deadline (default TTL/5, at most 10s)")
 	verbose := c.fs.Bool("verbose", false, "log the grant, every renewal and every change of the lease's state to stderr")
 	flagArgs, argv := args, []string(nil)
@@ -95,13 +95,11 @@ func (a *app) runCommand(ctx context.Context, args []string) error {
 		return &usageError{msg: "missing -- CMD [ARGS...]", usage: c.usage}
 	case len(argv) == 0:
 		return &usageError{msg: "missing CMD after --", usage: c.usage}
-	case *ttl <= 0:
-		return &usageError{msg: fmt.Sprintf("--ttl must be positive, got %s", *ttl), usage: c.usage}
 	}
-	cfg := election.Config{Holder: *holder, TTL: *ttl}
-	if cfg.Holder == "" {
-		cfg.Holder = defaultHolder()
+	if err := g.check(c); err != nil {
+		return err
 	}
+	cfg := election.Config{Holder: g.holder, TTL: g.ttl}
 	if err := cfg.Validate(); err != nil {
 		return &usageError{msg: err.Error(), usage: c.usage}
 	}
@@ -111,11 +109,11 @@ func (a *app) runCommand(ctx context.Context, args []string) error {
 	maxKill := cfg.Lifetime() - cfg.RenewInterval - cfg.RenewTimeout
 	ka := *killAfter
 	if ka == 0 {
-		ka = min(*ttl/5, 10*time.Second, maxKill)
+		ka = min(g.ttl/5, 10*time.Second, maxKill)
 	}
 	if ka <= 0 || ka > maxKill {
 		return &usageError{msg: fmt.Sprintf("--kill-after %s does not fit --ttl %s: it must be positive and at most %s, "+
-			"so that SIGTERM comes only when renewals are failing", ka, *ttl, maxKill.Round(time.Millisecond)), usage: c.usage}
+			"so that SIGTERM comes only when renewals are failing", ka, g.ttl, maxKill.Round(time.Millisecond)), usage: c.usage}
 	}
 	r := &runner{a: a, name: pos[0], argv: argv, cfg: cfg, killAfter: ka, verbose: *verbose}
 	return r.run(ctx)

@@ -13,13 +13,9 @@ func (a *app) watch(ctx context.Context, args []string) error {
 		"Prints the live leases whose names start with PREFIX, then one line per grant,\n"+
 			"release and expiry, until interrupted (Ctrl-C exits 0). If the connection\n"+
 			"breaks it watches again on any endpoint and prints a reset line.")
-	pos, err := a.parse(c, args, nil, 1)
+	prefix, err := a.parsePrefix(c, args)
 	if err != nil {
 		return err
-	}
-	prefix := ""
-	if len(pos) == 1 {
-		prefix = pos[0]
 	}
 	cl, err := a.client()
 	if err != nil {

@@ -110,29 +110,15 @@ func FromConnectError(err error) error {
 	if !ok {
 		return err
 	}
-	var domain error
-	switch ce.Code() {
-	case connect.CodeInvalidArgument:
-		domain = lease.ErrInvalid
-	case connect.CodeFailedPrecondition:
-		detail := errorDetail(ce)
-		switch detail.GetReason() {
-		case lease.ReasonLeaseHeld:
-			domain = &lease.HeldError{
-				Name:      detail.GetName(),
-				Holder:    detail.GetHolder(),
-				Token:     detail.GetToken(),
-				Remaining: detail.GetRemaining().AsDuration(),
-			}
-		case lease.ReasonStaleToken:
-			domain = lease.ErrStaleToken
+	detail := errorDetail(ce)
+	domain := fromTable(ce.Code(), detail.GetReason())
+	if domain == lease.ErrHeld {
+		domain = &lease.HeldError{
+			Name:      detail.GetName(),
+			Holder:    detail.GetHolder(),
+			Token:     detail.GetToken(),
+			Remaining: detail.GetRemaining().AsDuration(),
 		}
-	case connect.CodeNotFound:
-		domain = lease.ErrNotFound
-	case connect.CodeDeadlineExceeded:
-		domain = context.DeadlineExceeded
-	case connect.CodeCanceled:
-		domain = context.Canceled
 	}
 	if domain == nil {
 		return err
@@ -144,23 +130,45 @@ func FromConnectError(err error) error {
 	return &remoteError{msg: msg, errs: []error{domain, err}}
 }
 
+// fromTable returns the domain error of the row of errorTable with code
+// and reason or, failing that, of the only row with code: a code shared by
+// several rows needs its reason. It returns nil if no row fits.
+func fromTable(code connect.Code, reason string) error {
+	var only error
+	rows := 0
+	for _, m := range errorTable {
+		if m.code != code {
+			continue
+		}
+		if m.reason == reason {
+			return m.target
+		}
+		only = m.target
+		rows++
+	}
+	if rows == 1 {
+		return only
+	}
+	return nil
+}
+
 // ReasonError returns an error for a per-item failure reported in a
 // message rather than as a Connect error (RenewResult.reason and .message):
 // its text is message and it unwraps to the sentinel of reason. It returns
 // nil for the empty reason (success) and a plain error with message for an
 // unknown reason.
 func ReasonError(reason, message string) error {
-	var domain error
-	switch reason {
-	case "":
+	if reason == "" {
 		return nil
-	case lease.ReasonLeaseHeld:
-		domain = lease.ErrHeld
-	case lease.ReasonStaleToken:
-		domain = lease.ErrStaleToken
-	case lease.ReasonNotFound:
-		domain = lease.ErrNotFound
-	default:
+	}
+	var domain error
+	for _, m := range errorTable {
+		if m.reason == reason {
+			domain = m.target
+			break
+		}
+	}
+	if domain == nil {
 		if message == "" {
 			message = "wire: unknown failure reason " + reason
 		}
