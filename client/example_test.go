@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"time"
 
 	"github.com/tenure-io/tenure/client"
@@ -18,19 +17,9 @@ var endpoints []string
 
 // withExampleCluster runs the tests and examples with a one-node cluster
 // for the examples, stopped before goleak looks for leaks.
-type withExampleCluster struct{ m interface{ Run() int } }
+type withExampleCluster struct{ m testcluster.TestingM }
 
-func (w withExampleCluster) Run() int {
-	c, err := testcluster.New(testcluster.Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	endpoints = c.Endpoints()
-	code := w.m.Run()
-	c.Close()
-	return code
-}
+func (w withExampleCluster) Run() int { return testcluster.RunWithCluster(w.m, &endpoints) }
 
 func ExampleClient_Acquire() {
 	c, err := client.New(client.Config{Endpoints: endpoints})

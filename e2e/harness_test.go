@@ -74,11 +74,31 @@ type server struct {
 	exitCode int
 }
 
+// newServer prepares a server; start starts it, and the process is
+// killed when the test ends. Its log keeps the output of every start.
 func newServer(t *testing.T, name, join string, extra ...string) *server {
-	return &server{
+	s := &server{
 		t: t, name: name, api: freeAddr(t), raft: freeAddr(t),
 		dataDir: filepath.Join(t.TempDir(), name), join: join, extra: extra,
+		log: new(bytes.Buffer),
 	}
+	t.Cleanup(func() {
+		s.kill()
+		if t.Failed() {
+			t.Logf("--- log of %s ---\n%s", s.name, s.log.String())
+		}
+	})
+	return s
+}
+
+// startSingle starts a one-node cluster with a short election timeout
+// and waits until it is ready.
+func startSingle(t *testing.T) *server {
+	t.Helper()
+	s := newServer(t, "n1", "", "--election-timeout", "200ms")
+	s.start()
+	s.waitReady(20 * time.Second)
+	return s
 }
 
 func (s *server) start() {
@@ -88,25 +108,18 @@ func (s *server) start() {
 		args = append(args, "--join", s.join)
 	}
 	args = append(args, s.extra...)
-	s.cmd = exec.Command(bin.tenured, args...)
-	s.log = new(bytes.Buffer)
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
+	cmd := exec.Command(bin.tenured, args...)
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start %s: %v", s.name, err)
 	}
-	s.exited = make(chan struct{})
-	cmd, exited := s.cmd, s.exited
+	exited := make(chan struct{})
+	s.cmd, s.exited = cmd, exited
 	go func() {
 		cmd.Wait()
 		s.exitCode = cmd.ProcessState.ExitCode()
 		close(exited)
 	}()
-	s.t.Cleanup(func() {
-		s.kill()
-		if s.t.Failed() {
-			s.t.Logf("--- log of %s ---\n%s", s.name, s.log.String())
-		}
-	})
 }
 
 // kill sends SIGKILL and waits for the process to exit.

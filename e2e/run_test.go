@@ -57,9 +57,7 @@ func lastRenewalSent(t *testing.T, stderr string) time.Time {
 // SIGTERM less than a TTL after the last successful renewal was sent and
 // tenure run says the lease was lost.
 func TestRunStepsDownWhenTheServerFreezes(t *testing.T) {
-	s := newServer(t, "n1", "", "--election-timeout", "200ms")
-	s.start()
-	s.waitReady(20 * time.Second)
+	s := startSingle(t)
 	dir := t.TempDir()
 	termFile := filepath.Join(dir, "term")
 	child := fmt.Sprintf(`echo token=$TENURE_TOKEN lease=$TENURE_LEASE holder=$TENURE_HOLDER endpoints=$TENURE_ENDPOINTS
@@ -135,9 +133,7 @@ func acquireJSONQuiet(t *testing.T, endpoints string, args ...string) jsonLease 
 }
 
 func TestRunPassesOnSignalsAndExitCodes(t *testing.T) {
-	s := newServer(t, "n1", "", "--election-timeout", "200ms")
-	s.start()
-	s.waitReady(20 * time.Second)
+	s := startSingle(t)
 
 	mustCode(t, 7, cli(t, s.api, "run", "jobs/y", "--", "sh", "-c", "exit 7"), "run of a command that exits 7")
 	mustCode(t, 2, cli(t, s.api, "run", "jobs/y", "--ttl", "3s", "--kill-after", "5s", "--", "true"), "run with --kill-after longer than the TTL allows")
@@ -157,9 +153,7 @@ func TestRunPassesOnSignalsAndExitCodes(t *testing.T) {
 // Two programs using election.Run on one name: one leads; when it is
 // killed, the other leads within TTL+1s with a larger token.
 func TestElectionRunFailoverBetweenProcesses(t *testing.T) {
-	s := newServer(t, "n1", "", "--election-timeout", "200ms")
-	s.start()
-	s.waitReady(20 * time.Second)
+	s := startSingle(t)
 	leaderBin := buildTestProgram(t, "leader")
 	const ttl = 2 * time.Second
 	args := func(holder string) []string {

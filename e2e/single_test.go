@@ -31,9 +31,7 @@ func wantValue(t *testing.T, endpoints, key, value string, token uint64) {
 }
 
 func TestSingleNodeLeaseLifecycle(t *testing.T) {
-	s := newServer(t, "n1", "", "--election-timeout", "200ms")
-	s.start()
-	s.waitReady(20 * time.Second)
+	s := startSingle(t)
 	ep := s.api
 
 	a := acquireJSON(t, ep, "jobs/nightly", "--holder", "a", "--ttl", "5s")
@@ -93,9 +91,7 @@ func TestSingleNodeLeaseLifecycle(t *testing.T) {
 }
 
 func TestJSONOverHTTP(t *testing.T) {
-	s := newServer(t, "n1", "", "--election-timeout", "200ms")
-	s.start()
-	s.waitReady(20 * time.Second)
+	s := startSingle(t)
 	post := func(body string) (int, string) {
 		res, err := http.Post("http://"+s.api+"/tenure.v1.LeaseService/Acquire", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -138,9 +134,7 @@ func TestJSONOverHTTP(t *testing.T) {
 }
 
 func TestBadInputChangesNothing(t *testing.T) {
-	s := newServer(t, "n1", "", "--election-timeout", "200ms")
-	s.start()
-	s.waitReady(20 * time.Second)
+	s := startSingle(t)
 	ep := s.api
 	a := acquireJSON(t, ep, "held", "--holder", "a", "--ttl", "10s")
 	mustCode(t, 0, cli(t, ep, "kv", "put", "k", "v1", "--lease", "held", "--token", fmt.Sprint(a.Token)), "put")
@@ -193,9 +187,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 }
 
 func TestRestartKeepsState(t *testing.T) {
-	s := newServer(t, "n1", "", "--election-timeout", "200ms")
-	s.start()
-	s.waitReady(20 * time.Second)
+	s := startSingle(t)
 	ep := s.api
 	var max uint64
 	for i := range 5 {

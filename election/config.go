@@ -41,8 +41,9 @@ type Config struct {
 	Margin time.Duration
 }
 
-// DefaultConfig returns the defaults: a new holder name, TTL 10s, and the
-// fields derived from TTL left zero, so that they follow a changed TTL.
+// DefaultConfig returns the defaults: TTL 10s and Drift 0.01. Holder and
+// the fields derived from TTL are left zero, so that New picks a new
+// holder name and the derived fields follow a changed TTL.
 func DefaultConfig() Config {
 	return Config{TTL: 10 * time.Second, Drift: 0.01}
 }

@@ -2,9 +2,7 @@ package election_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -25,17 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(withExampleCluster{m}) }
 // for the examples, stopped before goleak looks for leaks.
 type withExampleCluster struct{ m *testing.M }
 
-func (w withExampleCluster) Run() int {
-	c, err := testcluster.New(testcluster.Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	endpoints = c.Endpoints()
-	code := w.m.Run()
-	c.Close()
-	return code
-}
+func (w withExampleCluster) Run() int { return testcluster.RunWithCluster(w.m, &endpoints) }
 
 // cutTransport carries a client's requests until it is cut; then new
 // requests hang until their context ends, as if the network dropped every

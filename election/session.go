@@ -401,7 +401,7 @@ func (s *Session) renewAll() {
 			l.atRisk(err)
 		case res[i].Err == nil:
 			l.renewed(res[i].Lease)
-		case errors.Is(res[i].Err, client.ErrStaleToken), errors.Is(res[i].Err, client.ErrNotFound):
+		case gone(res[i].Err):
 			l.lose(res[i].Err)
 		default:
 			l.atRisk(res[i].Err)

@@ -13,7 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -284,15 +284,10 @@ func (c *Cluster) Endpoints() []string {
 	return out
 }
 
-// EndpointList returns the API addresses as a comma-separated list.
-func (c *Cluster) EndpointList() string { return strings.Join(c.Endpoints(), ",") }
-
 // Crash stops m as abruptly as an in-process member can: its API server
 // closes its connections and the node stops without handing over the
 // leadership.
-func (c *Cluster) Crash(m *Member) { c.stop(m, (*node.Node).Abort) }
-
-func (c *Cluster) stop(m *Member, stop func(*node.Node) error) {
+func (c *Cluster) Crash(m *Member) {
 	c.mu.Lock()
 	if m.stopped {
 		c.mu.Unlock()
@@ -301,7 +296,7 @@ func (c *Cluster) stop(m *Member, stop func(*node.Node) error) {
 	m.stopped = true
 	c.mu.Unlock()
 	m.http.Close()
-	stop(m.Node)
+	m.Node.Abort()
 	m.trans.Close()
 	m.srv.Close()
 }
@@ -353,10 +348,31 @@ func (s *streamLayer) Close() error {
 	return s.Listener.Close()
 }
 
-// Close stops every member (without leadership transfers: nothing is
+// Close crashes every member (without leadership transfers: nothing is
 // left to serve).
 func (c *Cluster) Close() {
 	for _, m := range c.Members() {
-		c.stop(m, (*node.Node).Abort)
+		c.Crash(m)
 	}
+}
+
+// TestingM is what a TestMain runs: *testing.M, or a wrapper of it such
+// as the one goleak.VerifyTestMain takes.
+type TestingM interface{ Run() int }
+
+// RunWithCluster runs m with a one-node cluster for a package's tests and
+// testable examples: it starts the cluster, stores its API addresses in
+// *endpoints, runs m and stops the cluster, so that goleak, when it wraps
+// the result, looks for leaks only after the cluster is gone. It returns
+// m's exit code, or 1 if the cluster did not start.
+func RunWithCluster(m TestingM, endpoints *[]string) int {
+	c, err := New(Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*endpoints = c.Endpoints()
+	code := m.Run()
+	c.Close()
+	return code
 }
