@@ -24,8 +24,8 @@ func main() {
 }
 
 func parseFlags(args []string, stderr io.Writer) (verify.Config, bool, error) {
+	cfg := verify.DefaultConfig()
 	var (
-		cfg      verify.Config
 		faults   string
 		seed     int64
 		planOnly bool
@@ -37,17 +37,17 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, bool, error) {
 		fs.PrintDefaults()
 	}
 	fs.Int64Var(&seed, "seed", 0, "seed of the fault schedule and the traffic (default: random, printed)")
-	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "how long to run traffic and faults")
-	fs.IntVar(&cfg.Nodes, "nodes", 3, "number of tenured processes")
-	fs.IntVar(&cfg.Workers, "workers", 8, "number of client worker processes")
-	fs.IntVar(&cfg.Names, "names", 3, "number of contended lease names")
-	fs.DurationVar(&cfg.TTL, "ttl", 2*time.Second, "lease TTL")
-	fs.DurationVar(&cfg.Election, "election-timeout", 500*time.Millisecond, "tenured's --election-timeout")
-	fs.StringVar(&faults, "faults", strings.Join(verify.AllFaults, ","), "comma-separated fault kinds to inject (empty: none)")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long to run traffic and faults")
+	fs.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "number of tenured processes")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of client worker processes")
+	fs.IntVar(&cfg.Names, "names", cfg.Names, "number of contended lease names")
+	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lease TTL")
+	fs.DurationVar(&cfg.Election, "election-timeout", cfg.Election, "tenured's --election-timeout")
+	fs.StringVar(&faults, "faults", strings.Join(cfg.Faults, ","), "comma-separated fault kinds to inject (empty: none)")
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "negative control: workers write to an unfenced harness-side store; the check must fail")
-	fs.StringVar(&cfg.Out, "out", "verify-out", "directory for summary.json and, on failure, history.jsonl and the HTML visualization")
+	fs.StringVar(&cfg.Out, "out", cfg.Out, "directory for summary.json and, on failure, history.jsonl and the HTML visualization")
 	fs.StringVar(&cfg.Tenured, "tenured", "", "tenured binary (default: next to this one, else built with go build)")
-	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", 60*time.Second, "porcupine time limit per lease name")
+	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "porcupine time limit per lease name")
 	fs.BoolVar(&cfg.Strict, "strict", false, "fail on known bug B1b too (a retried acquire answered \"held\" although its first attempt granted the lease)")
 	fs.BoolVar(&planOnly, "plan", false, "print the fault schedule for --seed and exit")
 	if err := fs.Parse(args); err != nil {

@@ -217,10 +217,6 @@ func (c *cluster) endpoints() []string {
 // leadership over.
 func (c *cluster) crash(m *member) {
 	m.crashed = true
-	m.stop()
-}
-
-func (m *member) stop() {
 	m.http.Close()
 	<-m.served
 	m.node.Abort()
@@ -230,7 +226,6 @@ func (m *member) stop() {
 // close stops every live member.
 func (c *cluster) close() {
 	for _, m := range c.live() {
-		m.crashed = true
-		m.stop()
+		c.crash(m)
 	}
 }

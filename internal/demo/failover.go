@@ -44,7 +44,7 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *cluster) (R
 
 	l, err := b.Acquire(ctx, leaseName, "B", cfg.TTL)
 	if err != nil {
-		tl.record(Event{Actor: "B", Op: "acquire", Text: "acquire " + leaseName, Outcome: "failed: " + err.Error(), Err: errCode(err), Tone: ToneBad})
+		tl.record(withErr(Event{Actor: "B", Op: "acquire", Text: "acquire " + leaseName}, err))
 		return fail("B could not acquire the lease: %v", err)
 	}
 	token := l.Token
@@ -55,12 +55,7 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *cluster) (R
 	put := func(i int) bool {
 		key, value := fmt.Sprintf("ledger/%d", i), fmt.Sprintf("B-%d", i)
 		_, err := b.Put(ctx, key, []byte(value), leaseName, token)
-		e := Event{Actor: "B", Op: "put", Text: fmt.Sprintf("put %s = %q", key, value), Value: value, Token: token,
-			Outcome: "ok", Tone: ToneGood, Err: errCode(err)}
-		if err != nil {
-			e.Outcome, e.Tone = "failed: "+err.Error(), ToneBad
-		}
-		tl.record(e)
+		tl.record(withErr(Event{Actor: "B", Op: "put", Text: fmt.Sprintf("put %s = %q", key, value), Value: value, Token: token}, err))
 		if err == nil {
 			written = append(written, key)
 		}
@@ -97,8 +92,7 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *cluster) (R
 		Outcome: "leader", Tone: ToneGood})
 	r := <-renewed
 	if r.err != nil {
-		tl.record(Event{Actor: "B", Op: "renew", Text: "renew " + leaseName, Token: token,
-			Outcome: "failed: " + r.err.Error(), Err: errCode(r.err), Tone: ToneBad})
+		tl.record(withErr(Event{Actor: "B", Op: "renew", Text: "renew " + leaseName, Token: token}, r.err))
 		return fail("B lost its lease in the failover: renewal failed: %v", r.err)
 	}
 	e := Event{Actor: "B", Op: "renew", Text: "renew " + leaseName, Token: r.l.Token,
@@ -142,11 +136,7 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *cluster) (R
 	}
 
 	err = b.Release(ctx, leaseName, token)
-	e = Event{Actor: "B", Op: "release", Text: "release " + leaseName, Token: token, Outcome: "ok", Tone: ToneGood, Err: errCode(err)}
-	if err != nil {
-		e.Outcome, e.Tone = "failed: "+err.Error(), ToneBad
-	}
-	tl.record(e)
+	tl.record(withErr(Event{Actor: "B", Op: "release", Text: "release " + leaseName, Token: token}, err))
 	if err != nil {
 		return fail("B could not release its lease: %v", err)
 	}
@@ -158,7 +148,7 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *cluster) (R
 	defer c.Close()
 	lc, err := c.Acquire(ctx, leaseName, "C", cfg.TTL)
 	if err != nil {
-		tl.record(Event{Actor: "C", Op: "acquire", Text: "acquire " + leaseName, Outcome: "failed: " + err.Error(), Err: errCode(err), Tone: ToneBad})
+		tl.record(withErr(Event{Actor: "C", Op: "acquire", Text: "acquire " + leaseName}, err))
 		return fail("C could not acquire the lease after B released it: %v", err)
 	}
 	e = Event{Actor: "C", Op: "acquire", Text: fmt.Sprintf("acquire %s, ttl %s", leaseName, fmtDuration(cfg.TTL)),

@@ -65,6 +65,18 @@ func errCode(err error) string {
 	return errOther
 }
 
+// withErr returns e with the outcome of err: "ok" (good), or "failed"
+// and the error (bad).
+func withErr(e Event, err error) Event {
+	e.Err = errCode(err)
+	if err != nil {
+		e.Outcome, e.Tone = "failed: "+err.Error(), ToneBad
+	} else {
+		e.Outcome, e.Tone = "ok", ToneGood
+	}
+	return e
+}
+
 // runWorker runs spec with c and st, reporting every step to emit. It
 // returns an error only when the script could not go on (no lease, the
 // context ended); a refused write is an event, not an error.
@@ -81,7 +93,7 @@ func runWorker(ctx context.Context, spec workerSpec, c *client.Client, st store,
 		l, err = c.Acquire(ctx, spec.Lease, spec.Actor, spec.TTL, client.Wait(spec.Wait))
 	}
 	if err != nil {
-		ev(Event{Op: "acquire", Text: acquire, Outcome: "failed: " + err.Error(), Err: errCode(err), Tone: ToneBad})
+		ev(withErr(Event{Op: "acquire", Text: acquire}, err))
 		return fmt.Errorf("%s: acquire %s: %w", spec.Actor, spec.Lease, err)
 	}
 	ev(Event{Op: "acquire", Text: acquire, Token: l.Token, Outcome: "granted", Tone: ToneGood})
@@ -113,11 +125,7 @@ func runWorker(ctx context.Context, spec workerSpec, c *client.Client, st store,
 
 	if spec.Release {
 		err := c.Release(ctx, spec.Lease, l.Token)
-		e := Event{Op: "release", Text: "release " + spec.Lease, Token: l.Token, Outcome: "ok", Tone: ToneGood, Err: errCode(err)}
-		if err != nil {
-			e.Outcome, e.Tone = "failed: "+err.Error(), ToneBad
-		}
-		ev(e)
+		ev(withErr(Event{Op: "release", Text: "release " + spec.Lease, Token: l.Token}, err))
 	}
 	return nil
 }

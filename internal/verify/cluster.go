@@ -42,12 +42,10 @@ type Node struct {
 	ProxyAddr string // what it advertises: the proxy in front of RaftAddr
 	DataDir   string
 	LogPath   string
-	Rate      float64
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	stopped bool
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // Cluster is N tenured processes behind raft proxies.
@@ -90,7 +88,7 @@ func NewCluster(bin, dir string, n int, election time.Duration) (*Cluster, error
 		}
 		c.Nodes = append(c.Nodes, &Node{
 			Index: i, ID: fmt.Sprintf("n%d", i+1), API: api, RaftAddr: raft, ProxyAddr: proxy,
-			DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), LogPath: filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)), Rate: 1,
+			DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), LogPath: filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)),
 		})
 	}
 	c.join = c.Nodes[0].API
@@ -140,12 +138,13 @@ func (c *Cluster) Start(i int, rate float64) error {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); logf.Close(); close(exited) }()
 	n.mu.Lock()
-	n.cmd, n.exited, n.stopped, n.Rate = cmd, exited, false, rate
+	n.cmd, n.exited = cmd, exited
 	n.mu.Unlock()
 	return nil
 }
 
-// Kill sends SIGKILL to node i (resuming it first if paused) and waits.
+// Kill sends SIGKILL to node i and waits for it to exit (SIGKILL ends a
+// paused process too).
 func (c *Cluster) Kill(i int) {
 	n := c.Nodes[i]
 	n.mu.Lock()
@@ -182,7 +181,6 @@ func (c *Cluster) Signal(i int, sig syscall.Signal) {
 	defer n.mu.Unlock()
 	if n.cmd != nil {
 		n.cmd.Process.Signal(sig)
-		n.stopped = sig == syscall.SIGSTOP
 	}
 }
 

@@ -285,12 +285,3 @@ func checkOverlap(h History, minExpiry time.Duration) []Violation {
 	}
 	return vs
 }
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}

@@ -2,7 +2,9 @@ package verify
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -306,7 +308,7 @@ func CheckLinearizable(m Model, h History, timeout time.Duration) []Linearizabil
 	var out []LinearizabilityResult
 	pm := m.Porcupine()
 	byName := h.ByName()
-	for _, name := range sortedNames(byName) {
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		rs := byName[name]
 		res, info := porcupine.CheckOperationsVerbose(pm, Operations(rs), timeout)
 		real := 0

@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -76,7 +77,7 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	total := 0
-	for _, op := range sortedNames(r.Ops) {
+	for _, op := range slices.Sorted(maps.Keys(r.Ops)) {
 		n := 0
 		for _, c := range r.Ops[op] {
 			n += c
@@ -106,13 +107,8 @@ func (r *Report) Print(w io.Writer) {
 		hs = append(hs, fmt.Sprintf("%s %d ops %s", h.Name, h.Ops, h.Result))
 	}
 	fmt.Fprintf(w, "histories checked (porcupine): %s\n", strings.Join(hs, "; "))
-	keys := make([]string, 0, len(r.Final))
-	for k := range r.Final {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var fs []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(r.Final)) {
 		f := r.Final[k]
 		if f.Found {
 			fs = append(fs, fmt.Sprintf("%s=%q@%d", k, f.Value, f.Token))

@@ -50,6 +50,14 @@ type Config struct {
 	Log io.Writer
 }
 
+// DefaultConfig returns a Config with the defaults described on each
+// field.
+func DefaultConfig() Config {
+	var c Config
+	c.defaults()
+	return c
+}
+
 func (c *Config) defaults() {
 	if c.Duration == 0 {
 		c.Duration = 60 * time.Second
@@ -199,10 +207,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Violations = tolerant
 	}
-	lin := CheckLinearizable(m, checked, cfg.CheckTimeout)
-	for _, r := range lin {
+	for _, r := range CheckLinearizable(m, checked, cfg.CheckTimeout) {
 		rep.Histories = append(rep.Histories, HistoryResult{Name: r.Name, Ops: r.Ops, Result: string(r.Result)})
-		if r.Result == porcupine.Illegal {
+		switch r.Result {
+		case porcupine.Unknown:
+			rep.Inconclusive = true
+		case porcupine.Illegal:
 			rep.Violations = append(rep.Violations, Violation{InvLinearizable, fmt.Sprintf("the history of %q (%d ops) is not linearizable; see %s", r.Name, r.Ops,
 				filepath.Join(cfg.Out, "history-"+r.Name+".html"))})
 			if err := porcupine.VisualizePath(m.Porcupine(), r.Info, filepath.Join(cfg.Out, "history-"+r.Name+".html")); err != nil {
@@ -211,11 +221,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep.OK = len(rep.Violations) == 0
-	for _, r := range lin {
-		if r.Result == porcupine.Unknown {
-			rep.Inconclusive = true
-		}
-	}
 	if !rep.OK || rep.Inconclusive {
 		if err := h.WriteJSONL(filepath.Join(cfg.Out, "history.jsonl")); err != nil {
 			logf("write history: %v", err)
@@ -243,7 +248,6 @@ func readFinal(ctx context.Context, c *Cluster, store *UnsafeStore, names []stri
 	defer cl.Close()
 	for _, n := range names {
 		key := KeyOf(n)
-		var last error
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -257,9 +261,8 @@ func readFinal(ctx context.Context, c *Cluster, store *UnsafeStore, names []stri
 				out[key] = FinalValue{Key: key}
 				break
 			}
-			last = err
 			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("read %s: %w", key, last)
+				return nil, fmt.Errorf("read %s: %w", key, err)
 			}
 			sleepCtx(ctx, 200*time.Millisecond)
 		}

@@ -174,7 +174,9 @@ func (w *worker) emit(r Record) {
 	w.enc.Encode(r)
 }
 
-// outcome classifies an error: definite refusals, or indeterminate.
+// outcome classifies an error: definite refusals, or indeterminate. An op
+// the run's end interrupts (its context is bounded by the run's) is thus
+// indeterminate unless it was definitely refused.
 func outcome(err error, r *Record) {
 	switch {
 	case err == nil:
@@ -242,12 +244,6 @@ func (w *worker) run(ctx context.Context) {
 
 func now() int64 { return time.Now().UnixNano() }
 
-// opCtx bounds one operation; the run's end interrupts it (the op is then
-// recorded as indeterminate unless it was definitely refused).
-func opCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, d)
-}
-
 func (w *worker) acquire(ctx context.Context, name string, wait bool) {
 	r := Record{Op: OpAcquire, Name: name, Holder: w.holder, Wait: wait}
 	var opts []client.AcquireOption
@@ -256,7 +252,7 @@ func (w *worker) acquire(ctx context.Context, name string, wait bool) {
 		opts = append(opts, client.Wait(2*time.Second))
 		d = 5 * time.Second
 	}
-	octx, cancel := opCtx(ctx, d)
+	octx, cancel := context.WithTimeout(ctx, d)
 	r.Call = now()
 	l, err := w.cl.Acquire(octx, name, w.holder, w.cfg.TTL, opts...)
 	r.Return = now()
@@ -273,7 +269,7 @@ func (w *worker) acquire(ctx context.Context, name string, wait bool) {
 
 func (w *worker) renew(ctx context.Context) {
 	r := Record{Op: OpRenew, Name: w.name, Holder: w.holder, Token: w.token}
-	octx, cancel := opCtx(ctx, 3*time.Second)
+	octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	r.Call = now()
 	l, err := w.cl.RenewOne(octx, w.name, w.token)
 	r.Return = now()
@@ -289,7 +285,7 @@ func (w *worker) renew(ctx context.Context) {
 
 func (w *worker) release(ctx context.Context) {
 	r := Record{Op: OpRelease, Name: w.name, Holder: w.holder, Token: w.token}
-	octx, cancel := opCtx(ctx, 3*time.Second)
+	octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	r.Call = now()
 	err := w.cl.Release(octx, w.name, w.token)
 	r.Return = now()
@@ -302,7 +298,7 @@ func (w *worker) release(ctx context.Context) {
 func (w *worker) put(ctx context.Context) {
 	r := Record{Op: OpPut, Name: w.name, Holder: w.holder, Key: KeyOf(w.name), Token: w.token,
 		Value: fmt.Sprintf("w%d-%d", w.cfg.ID, w.seq+1)}
-	octx, cancel := opCtx(ctx, 3*time.Second)
+	octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	r.Call = now()
 	var err error
 	if w.cfg.UnsafeStore != "" {
@@ -321,7 +317,7 @@ func (w *worker) put(ctx context.Context) {
 
 func (w *worker) get(ctx context.Context, name string) {
 	r := Record{Op: OpGet, Name: name, Key: KeyOf(name)}
-	octx, cancel := opCtx(ctx, 3*time.Second)
+	octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	r.Call = now()
 	var (
 		kv  client.KV
