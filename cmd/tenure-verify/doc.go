@@ -7,7 +7,7 @@
 // from --seed: SIGKILL and restart of nodes (the leader included),
 // SIGSTOP/SIGCONT of nodes and of client processes for longer than the TTL,
 // raft partitions that isolate one node (the leader included), clock-rate
-// skew (a node restarted with --test-clock-rate and made leader) and
+// skew (a node restarted with --fault-inject-clock-rate and made leader) and
 // leadership transfers. --faults picks a subset.
 //
 // Every operation is recorded with its call and return time. porcupine checks

@@ -39,7 +39,15 @@ type options struct {
 	election      time.Duration
 	minTTL        time.Duration
 	clockRate     float64
+	snapThreshold uint64
+	trailingLogs  uint64
+	snapInterval  time.Duration
 }
+
+// faultClockRateFlag injects a fault: it makes this node's clock run fast
+// or slow. It exists for the fault harness, is left out of -h, and is
+// logged loudly when set.
+const faultClockRateFlag = "fault-inject-clock-rate"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -51,7 +59,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: tenured [flags]\n\nRuns a tenure server. With no flags: a single-node cluster, data in ./tenure-data,\nAPI on 127.0.0.1:7400, raft on 127.0.0.1:7401.\n\nFlags:\n")
-		fs.PrintDefaults()
+		fs.VisitAll(func(f *flag.Flag) {
+			if f.Name == faultClockRateFlag {
+				return // a fault injector, not a setting: kept out of -h
+			}
+			printFlag(stderr, f)
+		})
 	}
 	fs.StringVar(&o.dataDir, "data-dir", "tenure-data", "directory for the raft log, snapshots and node ID")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:7400", "client API address (Connect, gRPC, JSON; health and metrics)")
@@ -66,7 +79,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.raftLogLevel, "raft-log-level", "warn", "log level of the raft library")
 	fs.DurationVar(&o.election, "election-timeout", time.Second, "raft heartbeat and election timeout; the minimum TTL is at least twice this")
 	fs.DurationVar(&o.minTTL, "min-ttl", 0, "minimum lease TTL (default and floor: twice the election timeout)")
-	fs.Float64Var(&o.clockRate, "test-clock-rate", 1, "TESTING ONLY: scale this node's monotonic clock to simulate clock-rate skew")
+	fs.Uint64Var(&o.snapThreshold, "snapshot-threshold", node.DefaultConfig().SnapshotThreshold, "log entries since the last snapshot that trigger a new one")
+	fs.Uint64Var(&o.trailingLogs, "trailing-logs", node.DefaultConfig().TrailingLogs, "log entries a snapshot leaves behind for slow followers")
+	fs.DurationVar(&o.snapInterval, "snapshot-interval", node.DefaultConfig().SnapshotInterval, "how often to check whether a snapshot is due")
+	fs.Float64Var(&o.clockRate, faultClockRateFlag, 1, "FAULT INJECTION: scale this node's monotonic clock (breaks the time guarantees)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -85,12 +101,32 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 	}
 	if o.clockRate <= 0 {
-		return nil, fmt.Errorf("--test-clock-rate must be positive")
+		return nil, fmt.Errorf("--%s must be positive", faultClockRateFlag)
+	}
+	if o.snapThreshold == 0 {
+		return nil, fmt.Errorf("--snapshot-threshold must be positive")
+	}
+	if o.snapInterval < 10*time.Millisecond {
+		return nil, fmt.Errorf("--snapshot-interval %s is too short (minimum 10ms)", o.snapInterval)
 	}
 	if o.election < 50*time.Millisecond {
 		return nil, fmt.Errorf("--election-timeout %s is too short (minimum 50ms)", o.election)
 	}
 	return o, nil
+}
+
+// printFlag prints one flag the way flag.PrintDefaults does.
+func printFlag(w io.Writer, f *flag.Flag) {
+	name, usage := flag.UnquoteUsage(f)
+	line := "  --" + f.Name
+	if name != "" {
+		line += " " + name
+	}
+	line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+	if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
+		line += fmt.Sprintf(" (default %q)", f.DefValue)
+	}
+	fmt.Fprintln(w, line)
 }
 
 func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
@@ -155,6 +191,13 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 		cfg.Limits.MinTTL = o.minTTL
 	}
 	cfg.ClockRate = o.clockRate
+	if o.clockRate != 1 {
+		log.Warn("FAULT INJECTION: this node's clock runs at a false rate; leases it grants may expire early or late. Never use this outside a fault test.",
+			"flag", "--"+faultClockRateFlag, "rate", o.clockRate)
+	}
+	cfg.SnapshotThreshold = o.snapThreshold
+	cfg.TrailingLogs = o.trailingLogs
+	cfg.SnapshotInterval = o.snapInterval
 	cfg.Logger = log
 	cfg.RaftLogOutput = stderr
 	cfg.RaftLogLevel = o.raftLogLevel

@@ -120,7 +120,7 @@ func (c *Cluster) Endpoints() []string {
 func (c *Cluster) Start(i int, rate float64) error {
 	n := c.Nodes[i]
 	args := []string{"--node-id", n.ID, "--listen", n.API, "--raft-listen", n.RaftAddr, "--raft-advertise", n.ProxyAddr,
-		"--data-dir", n.DataDir, "--election-timeout", c.Election.String(), "--test-clock-rate", fmt.Sprint(rate)}
+		"--data-dir", n.DataDir, "--election-timeout", c.Election.String(), "--fault-inject-clock-rate", fmt.Sprint(rate)}
 	if i != 0 {
 		args = append(args, "--join", c.join)
 	}
