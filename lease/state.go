@@ -113,6 +113,18 @@ func (s *State) Revision() uint64 { return s.revision }
 // cluster time but not been freed by an OpExpire yet.
 func (s *State) Len() int { return len(s.leases) }
 
+// Live returns the number of leases live at the cluster time of the last
+// applied batch: stored and not expired.
+func (s *State) Live() int {
+	n := 0
+	for _, l := range s.leases {
+		if l.ExpiresAt > s.now {
+			n++
+		}
+	}
+	return n
+}
+
 // Lease returns the stored grant of name, live or not yet freed.
 func (s *State) Lease(name string) (Lease, bool) {
 	l, ok := s.leases[name]

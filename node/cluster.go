@@ -30,8 +30,11 @@ type Status struct {
 	Members      []Member
 	ClusterTime  time.Duration
 	MinTTL       time.Duration
-	Leases       int
-	LastToken    uint64
+	// Leases counts the leases live at ClusterTime; Stored also counts
+	// the expired ones the expirer has not freed yet.
+	Leases    int
+	Stored    int
+	LastToken uint64
 }
 
 // Status returns this node's view of the cluster.
@@ -52,7 +55,8 @@ func (n *Node) Status() Status {
 	st.LeaderID = string(lid)
 	n.fsm.mu.RLock()
 	st.ClusterTime = n.fsm.st.Now()
-	st.Leases = n.fsm.st.Len()
+	st.Leases = n.fsm.st.Live()
+	st.Stored = n.fsm.st.Len()
 	st.LastToken = n.fsm.st.LastToken()
 	st.LeaderAPI = n.fsm.members[st.LeaderID]
 	members := make(map[string]string, len(n.fsm.members))

@@ -59,6 +59,10 @@ type Config struct {
 	// MaxBatchOps is the most operations one raft entry carries.
 	// Default 1024.
 	MaxBatchOps int
+	// MaxBatchBytes bounds the size of one raft entry, estimated from
+	// the operations it carries; a single larger request (a value near
+	// the 1 MiB limit) still goes out, alone. Default 4 MiB.
+	MaxBatchBytes int
 	// MaxInflight is how many entries the proposer keeps in flight before
 	// it waits and lets requests pile up into a larger batch. Default 4.
 	MaxInflight int
@@ -85,6 +89,10 @@ type Config struct {
 	// Registerer receives the node's Prometheus metrics. Nil registers
 	// nothing.
 	Registerer prometheus.Registerer
+
+	// afterBarrier, if set, runs in a takeover right after the barrier
+	// succeeded (tests use it to end leadership at that moment).
+	afterBarrier func(n *Node, t *leaderTerm)
 }
 
 // DefaultConfig returns the defaults described on each Config field.
@@ -99,6 +107,7 @@ func DefaultConfig() Config {
 		TrailingLogs:       10240,
 		Limits:             lease.DefaultLimits(),
 		MaxBatchOps:        1024,
+		MaxBatchBytes:      4 << 20,
 		MaxInflight:        4,
 		ApplyTimeout:       10 * time.Second,
 		ClockRate:          1,
@@ -117,7 +126,7 @@ func (c *Config) Validate() error {
 		return errors.New("node: raft timeouts must be positive")
 	case c.LeaderLeaseTimeout > c.HeartbeatTimeout:
 		return fmt.Errorf("node: leader lease timeout %s exceeds heartbeat timeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
-	case c.MaxBatchOps <= 0 || c.MaxInflight <= 0:
+	case c.MaxBatchOps <= 0 || c.MaxInflight <= 0 || c.MaxBatchBytes <= 0:
 		return errors.New("node: batch size and in-flight limit must be positive")
 	case c.ClockRate <= 0:
 		return errors.New("node: clock rate must be positive")

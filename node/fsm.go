@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,9 +16,17 @@ import (
 
 // Entry kinds: the first byte of every raft command.
 const (
-	entryBatch  byte = 1 // a lease.Batch
-	entryMember byte = 2 // a memberInfo as JSON
+	entryBatch     byte = 1 // a lease.Batch (written by older versions)
+	entryMember    byte = 2 // a memberInfo as JSON
+	entryTermBatch byte = 3 // the raft term it was proposed in (uvarint), then a lease.Batch
 )
+
+// appendTermBatch encodes b as an entry proposed in raft term term.
+func appendTermBatch(buf []byte, term uint64, b lease.Batch) []byte {
+	buf = append(buf, entryTermBatch)
+	buf = binary.AppendUvarint(buf, term)
+	return lease.AppendBatch(buf, b)
+}
 
 // memberInfo records the client API address of a raft server, so that any
 // node can forward requests to the leader.
@@ -39,9 +48,14 @@ type fsm struct {
 	st      *lease.State
 	members map[string]string // raft ID -> API address
 	applied uint64            // index of the last applied entry
+	// staleTerm counts batches applied without their time because they
+	// were proposed in another raft term than the one they carry.
+	staleTerm uint64
 
 	// onApply is called under mu after every applied batch with its events.
 	onApply func(index uint64, now time.Duration, events []lease.Event)
+	// onRestore is called under mu after a snapshot replaced the state.
+	onRestore func()
 }
 
 func newFSM() *fsm {
@@ -63,10 +77,28 @@ func (f *fsm) Apply(l *raft.Log) any {
 	defer f.mu.Unlock()
 	f.applied = l.Index
 	switch l.Data[0] {
-	case entryBatch:
-		b, err := lease.DecodeBatch(l.Data[1:])
+	case entryBatch, entryTermBatch:
+		data := l.Data[1:]
+		proposedIn := l.Term
+		if l.Data[0] == entryTermBatch {
+			t, n := binary.Uvarint(data)
+			if n <= 0 {
+				return &applyResult{err: fmt.Errorf("node: entry %d: %w", l.Index, lease.ErrCorrupt)}
+			}
+			proposedIn, data = t, data[n:]
+		}
+		b, err := lease.DecodeBatch(data)
 		if err != nil {
 			return &applyResult{err: fmt.Errorf("node: entry %d: %w", l.Index, err)}
+		}
+		if proposedIn != l.Term {
+			// Stamped with the clock of a leader term that had ended
+			// by the time raft appended it: its time is not to be
+			// trusted. Cluster time stands still for this batch (Apply
+			// never goes backwards). Both terms are in the log, so
+			// every replica decides the same.
+			b.Now = 0
+			f.staleTerm++
 		}
 		results, events := f.st.Apply(b)
 		if f.onApply != nil {
@@ -142,6 +174,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st, f.members = st, h.Members
+	if f.onRestore != nil {
+		f.onRestore()
+	}
 	return nil
 }
 

@@ -10,9 +10,18 @@ import (
 	"github.com/tenure-io/tenure/lease"
 )
 
-// ErrWatchLagged ends a watch whose reader fell too far behind. The client
-// starts a new watch, which begins with the current state again.
-var ErrWatchLagged = errors.New("node: watcher fell behind; watch again")
+var (
+	// ErrWatchLagged ends a watch whose reader fell too far behind. The
+	// client starts a new watch, which begins with the current state
+	// again.
+	ErrWatchLagged = errors.New("node: watcher fell behind; watch again")
+	// ErrWatchReset ends every watch of a node that replaced its state
+	// with a snapshot (a follower that fell too far behind the leader's
+	// log): the events between its old state and the snapshot were never
+	// applied here, so no watch can report them. The client starts a new
+	// watch, which begins with the current state again.
+	ErrWatchReset = errors.New("node: state replaced by a snapshot; watch again")
+)
 
 // WatchEvent is an applied grant, release or expiry.
 type WatchEvent struct {
@@ -35,8 +44,8 @@ type Watch struct {
 	hub *hub
 }
 
-// Err returns why Events was closed: ErrWatchLagged, ErrClosed, or nil if
-// the watch was cancelled.
+// Err returns why Events was closed: ErrWatchLagged, ErrWatchReset,
+// ErrClosed, or nil if the watch was cancelled.
 func (w *Watch) Err() error {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
@@ -127,6 +136,21 @@ func (h *hub) closeAll() {
 	}
 }
 
+// reset ends every watch with ErrWatchReset and wakes every parked
+// acquire, after the state was replaced by a snapshot. It runs under the
+// FSM lock, like publish.
+func (h *hub) reset() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(h.subs)
+	for s := range h.subs {
+		h.removeLocked(s, ErrWatchReset)
+	}
+	close(h.lost)
+	h.lost = make(chan struct{})
+	return n
+}
+
 func (h *hub) leadershipLost() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -135,7 +159,9 @@ func (h *hub) leadershipLost() {
 }
 
 // Watch starts a watch of the leases whose names start with prefix. It is
-// served from this node's applied state, leader or not.
+// served from this node's applied state, leader or not. Current holds the
+// leases live at the applied cluster time: a lease that has expired but
+// not yet been freed is left out (its expiry event may still follow).
 func (n *Node) Watch(prefix string) (*Watch, error) {
 	n.fsm.mu.RLock()
 	defer n.fsm.mu.RUnlock()
@@ -147,9 +173,16 @@ func (n *Node) Watch(prefix string) (*Watch, error) {
 	}
 	s := &subscriber{prefix: prefix, ch: make(chan WatchEvent, h.bufSize)}
 	h.subs[s] = struct{}{}
+	now := n.fsm.st.Now()
+	var cur []lease.Lease
+	for _, l := range n.fsm.st.Leases(prefix) {
+		if l.ExpiresAt > now {
+			cur = append(cur, l)
+		}
+	}
 	return &Watch{
-		Current: n.fsm.st.Leases(prefix),
-		Now:     n.fsm.st.Now(),
+		Current: cur,
+		Now:     now,
 		Events:  s.ch,
 		sub:     s,
 		hub:     h,
@@ -160,8 +193,9 @@ func (n *Node) Watch(prefix string) (*Watch, error) {
 // if the lease is held the holder is queued in the state machine and
 // Acquire parks until the grant to it is applied, the wait times out (then
 // it leaves the queue and returns the *lease.HeldError), ctx ends, or this
-// node loses leadership (ErrIndeterminate: the caller may retry and keeps
-// its place in the queue).
+// node loses leadership or replaces its state with a snapshot
+// (ErrIndeterminate: the caller may retry and keeps its place in the
+// queue).
 func (n *Node) Acquire(ctx context.Context, op lease.Op) (lease.Result, error) {
 	if !op.Wait {
 		return n.Do1(ctx, op)

@@ -45,8 +45,12 @@ func (n *Node) watchLeadership() {
 	)
 	stopTerm := func() {
 		if cur != nil {
-			n.term.Store(nil)
+			// Cancel and unpublish under termMu, so that takeOver
+			// cannot publish the term after this point.
+			n.termMu.Lock()
 			cur.cancel()
+			n.term.Store(nil)
+			n.termMu.Unlock()
 			wg.Wait()
 			cur = nil
 			n.metrics.isLeader.Set(0)
@@ -74,7 +78,15 @@ func (n *Node) watchLeadership() {
 // takeOver finishes becoming leader: it waits for every earlier entry to be
 // applied (Barrier), fixes the cluster-time base, publishes this node's API
 // address, and then runs the expirer and promoter until the term ends.
+//
+// The term is published (IsLeader, Do) only if it is still current: raft
+// still leads in the raft term the takeover began in and watchLeadership
+// has not ended it. Otherwise a term that died during the takeover would
+// stay published: the node would claim to lead as a follower, and if it
+// led again later it would stamp batches with the dead term's base plus the
+// whole leaderless gap.
 func (n *Node) takeOver(t *leaderTerm) {
+	t.term = n.raft.CurrentTerm()
 	for {
 		err := n.wait(n.raft.Barrier(n.cfg.ApplyTimeout))
 		if err == nil {
@@ -87,20 +99,38 @@ func (n *Node) takeOver(t *leaderTerm) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	t.base, t.start, t.term = n.fsm.now(), time.Now(), n.raft.CurrentTerm()
+	if n.cfg.afterBarrier != nil {
+		n.cfg.afterBarrier(n, t)
+	}
+	t.base, t.start = n.fsm.now(), time.Now()
 	if addr, ok := n.fsm.member(n.cfg.ID); n.cfg.APIAddr != "" && (!ok || addr != n.cfg.APIAddr) {
 		if err := n.wait(n.raft.Apply(encodeMember(memberInfo{ID: n.cfg.ID, APIAddr: n.cfg.APIAddr}), n.cfg.ApplyTimeout)); err != nil {
 			n.log.Warn("publishing API address failed", "err", err)
 			return
 		}
 	}
-	n.term.Store(t)
+	if !n.publishTerm(t) {
+		n.log.Info("leadership ended during the takeover", "term", t.term)
+		return
+	}
 	n.metrics.isLeader.Set(1)
 	n.log.Info("leading", "term", t.term, "cluster_time", t.base)
 	var wg sync.WaitGroup
 	wg.Go(func() { n.expirer(t) })
 	wg.Go(func() { n.promoter(t) })
 	wg.Wait()
+}
+
+// publishTerm makes t the node's current term if it is still current, and
+// reports whether it did.
+func (n *Node) publishTerm(t *leaderTerm) bool {
+	n.termMu.Lock()
+	defer n.termMu.Unlock()
+	if t.ctx.Err() != nil || n.raft.State() != raft.Leader || n.raft.CurrentTerm() != t.term {
+		return false
+	}
+	n.term.Store(t)
+	return true
 }
 
 // expirer proposes an expiry at the next lease deadline.
@@ -192,6 +222,20 @@ func (n *Node) caughtUp(id raft.ServerID, seen map[raft.ServerID]int) bool {
 func (n *Node) onApply(index uint64, now time.Duration, events []lease.Event) {
 	n.metrics.observe(events)
 	n.hub.publish(index, events)
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// onRestore runs on the FSM goroutine, under the FSM lock, after a snapshot
+// replaced the state: no watch can report the events it skipped, so every
+// watch ends (the client watches again and reports a reset).
+func (n *Node) onRestore() {
+	if ended := n.hub.reset(); ended > 0 {
+		n.metrics.watchResets.Add(float64(ended))
+		n.log.Info("installed a snapshot; ended the watches", "watches", ended)
+	}
 	select {
 	case n.kick <- struct{}{}:
 	default:

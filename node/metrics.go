@@ -11,6 +11,8 @@ type metrics struct {
 	isLeader     prometheus.Gauge
 	applyLatency prometheus.Histogram
 	batchOps     prometheus.Histogram
+	dropped      prometheus.Counter
+	watchResets  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -28,6 +30,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time from proposing a request to its result being applied, on the leader.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "tenure", Name: "proposals_dropped_total",
+			Help: "Requests not proposed because their caller had gone before they were batched.",
+		}),
+		watchResets: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "tenure", Name: "watch_resets_total",
+			Help: "Watch streams ended because this node installed a snapshot.",
+		}),
 		batchOps: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "tenure", Name: "batch_ops",
 			Help:    "Operations coalesced into one raft entry.",
@@ -38,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.events.WithLabelValues(t.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.events, m.isLeader, m.applyLatency, m.batchOps)
+		reg.MustRegister(m.events, m.isLeader, m.applyLatency, m.batchOps, m.dropped, m.watchResets)
 	}
 	return m
 }

@@ -54,6 +54,8 @@ type Node struct {
 	// term is the state of this node's current term as leader, nil when
 	// it does not lead or has not finished taking over.
 	term atomic.Pointer[leaderTerm]
+	// termMu orders publishing a term against ending it.
+	termMu sync.Mutex
 
 	hub     *hub
 	metrics *metrics
@@ -91,6 +93,7 @@ func New(cfg Config) (*Node, error) {
 	n.limits = cfg.Limits
 	n.limits.MinTTL = cfg.MinTTL()
 	n.fsm.onApply = n.onApply
+	n.fsm.onRestore = n.onRestore
 	if err := n.open(); err != nil {
 		n.closeStores()
 		return nil, err

@@ -14,9 +14,24 @@ import (
 
 // proposal is one caller's operations, waiting for their results.
 type proposal struct {
+	ctx   context.Context // the caller's; once it ends, nobody waits
 	ops   []lease.Op
+	size  int // estimated encoded size of ops in bytes
 	start time.Time
 	done  chan proposalResult // buffered 1
+}
+
+// opsSize estimates the encoded size of ops: their variable-length
+// fields plus a few bytes per op and per ref for the fixed ones.
+func opsSize(ops []lease.Op) int {
+	size := 0
+	for _, op := range ops {
+		size += 24 + len(op.Name) + len(op.Holder) + len(op.Prefix) + len(op.Key) + len(op.Value)
+		for _, r := range op.Refs {
+			size += 12 + len(r.Name)
+		}
+	}
+	return size
 }
 
 type proposalResult struct {
@@ -38,7 +53,7 @@ func (n *Node) Do(ctx context.Context, ops ...lease.Op) ([]lease.Result, error) 
 	if n.term.Load() == nil {
 		return nil, ErrNotLeader
 	}
-	p := &proposal{ops: ops, start: time.Now(), done: make(chan proposalResult, 1)}
+	p := &proposal{ctx: ctx, ops: ops, size: opsSize(ops), start: time.Now(), done: make(chan proposalResult, 1)}
 	select {
 	case n.proposeCh <- p:
 	case <-ctx.Done():
@@ -68,29 +83,30 @@ func (n *Node) Do1(ctx context.Context, op lease.Op) (lease.Result, error) {
 
 // proposer turns queued proposals into raft entries. While MaxInflight
 // entries are on their way, proposals pile up in proposeCh and go out
-// together in the next entry.
+// together in the next entry, up to MaxBatchOps operations and
+// MaxBatchBytes bytes (a single larger proposal goes out alone).
+// Proposals whose caller has gone are dropped, not proposed.
 func (n *Node) proposer() {
 	defer n.wg.Done()
 	defer close(n.inflight)
+	var next *proposal // taken from proposeCh but left for the next batch
 	for {
-		var first *proposal
-		select {
-		case first = <-n.proposeCh:
-		case <-n.closing:
-			n.failQueued(ErrClosed)
-			return
-		}
-		props := []*proposal{first}
-		nops := len(first.ops)
-	drain:
-		for nops < n.cfg.MaxBatchOps {
+		first := next
+		if first == nil {
 			select {
-			case p := <-n.proposeCh:
-				props = append(props, p)
-				nops += len(p.ops)
-			default:
-				break drain
+			case first = <-n.proposeCh:
+			case <-n.closing:
+				n.failQueued(ErrClosed)
+				return
 			}
+		}
+		var (
+			props []*proposal
+			nops  int
+		)
+		props, nops, next = n.collect(first)
+		if len(props) == 0 {
+			continue
 		}
 		t := n.term.Load()
 		if t == nil {
@@ -101,16 +117,53 @@ func (n *Node) proposer() {
 		for _, p := range props {
 			b.Ops = append(b.Ops, p.ops...)
 		}
-		f := n.raft.Apply(lease.AppendBatch([]byte{entryBatch}, b), n.cfg.ApplyTimeout)
+		f := n.raft.Apply(appendTermBatch(nil, t.term, b), n.cfg.ApplyTimeout)
 		n.metrics.batchOps.Observe(float64(nops))
 		select {
 		case n.inflight <- &inflight{future: f, props: props}:
 		case <-n.closing:
 			fail(props, ErrClosed)
+			if next != nil {
+				fail([]*proposal{next}, ErrClosed)
+			}
 			n.failQueued(ErrClosed)
 			return
 		}
 	}
+}
+
+// collect gathers the proposals of the next batch: first, then whatever
+// is queued, up to the batch limits. A proposal whose caller has gone is
+// answered and dropped. next, if not nil, was taken from the queue but
+// did not fit: it starts the following batch.
+func (n *Node) collect(first *proposal) (props []*proposal, nops int, next *proposal) {
+	size := 0
+	add := func(p *proposal) bool {
+		if p.ctx.Err() != nil {
+			p.done <- proposalResult{err: p.ctx.Err()}
+			n.metrics.dropped.Inc()
+			return true
+		}
+		if len(props) > 0 && (nops+len(p.ops) > n.cfg.MaxBatchOps || size+p.size > n.cfg.MaxBatchBytes) {
+			return false
+		}
+		props = append(props, p)
+		nops += len(p.ops)
+		size += p.size
+		return true
+	}
+	add(first)
+	for nops < n.cfg.MaxBatchOps && size < n.cfg.MaxBatchBytes {
+		select {
+		case p := <-n.proposeCh:
+			if !add(p) {
+				return props, nops, p
+			}
+		default:
+			return props, nops, nil
+		}
+	}
+	return props, nops, nil
 }
 
 // completer waits for entries in proposal order and hands each caller its

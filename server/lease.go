@@ -68,6 +68,18 @@ func (l *leaseService) Acquire(ctx context.Context, req *connect.Request[tenurev
 		Wait:        m.GetWait(),
 		WaitTimeout: m.GetWaitTimeout().AsDuration(),
 	}
+	if _, ok := ctx.Deadline(); !ok && op.Wait {
+		// A wait may last up to its wait timeout: the forwarding
+		// timeout must not cut it short (the waiter would leave the
+		// queue and lose its place).
+		wait := op.WaitTimeout
+		if wait <= 0 {
+			wait = l.s.node.Limits().MaxWait
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait+l.s.fwd.timeout)
+		defer cancel()
+	}
 	return handle(ctx, l.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.AcquireRequest]) (*connect.Response[tenurev1.AcquireResponse], error) {
 			return c.lease.Acquire

@@ -82,8 +82,10 @@ var statusGauges = []struct {
 		func(st node.Status) float64 { return float64(st.AppliedIndex) }},
 	{prometheus.NewDesc("tenure_raft_commit_index", "Last raft index known committed.", nil, nil),
 		func(st node.Status) float64 { return float64(st.CommitIndex) }},
-	{prometheus.NewDesc("tenure_leases", "Leases stored (live or awaiting expiry).", nil, nil),
+	{prometheus.NewDesc("tenure_leases", "Leases live at the applied cluster time.", nil, nil),
 		func(st node.Status) float64 { return float64(st.Leases) }},
+	{prometheus.NewDesc("tenure_leases_stored", "Leases stored: live, or expired and awaiting the expirer.", nil, nil),
+		func(st node.Status) float64 { return float64(st.Stored) }},
 	{prometheus.NewDesc("tenure_last_token", "Highest fencing token granted.", nil, nil),
 		func(st node.Status) float64 { return float64(st.LastToken) }},
 }

@@ -143,7 +143,7 @@ func toConnect(err error) error {
 	case errors.Is(err, node.ErrIndeterminate), errors.Is(err, node.ErrClosed):
 		return wire.Indeterminate(err)
 	case errors.Is(err, node.ErrNotLeader), errors.Is(err, node.ErrNoLeader),
-		errors.Is(err, node.ErrWatchLagged):
+		errors.Is(err, node.ErrWatchLagged), errors.Is(err, node.ErrWatchReset):
 		return connect.NewError(connect.CodeUnavailable, err)
 	}
 	return wire.ToConnectError(err)
