@@ -443,8 +443,8 @@ func TestCluster(t *testing.T) {
 		len(st.Members) != 1 || st.Members[0] != (client.Member{ID: "n1", RaftAddress: "r1", APIAddress: "a1", Suffrage: "voter", Leader: true}) {
 		t.Errorf("Status = %+v", st)
 	}
-	if ms, err := c.Join(t.Context(), "n2", "r2:1", "a2:1"); err != nil || len(ms) != 1 || ms[0].ID != "n2" {
-		t.Errorf("Join = %+v, %v", ms, err)
+	if res, err := c.Join(t.Context(), client.JoinRequest{NodeID: "n2", RaftAddr: "r2:1", APIAddr: "a2:1"}); err != nil || len(res.Members) != 1 || res.Members[0].ID != "n2" {
+		t.Errorf("Join = %+v, %v", res, err)
 	}
 	if err := c.Leave(t.Context(), "n2"); err != nil {
 		t.Errorf("Leave: %v", err)

@@ -28,8 +28,13 @@ type Status struct {
 	MinTTL time.Duration
 	// Leases is the number of live leases.
 	Leases uint64
+	// LeasesStored also counts expired leases not yet freed.
+	LeasesStored uint64
 	// LastToken is the highest fencing token granted so far.
 	LastToken uint64
+	// ClusterID is the ID of the cluster the node belongs to ("" before
+	// it joined one).
+	ClusterID string
 }
 
 // Member is one member of the cluster.
@@ -83,21 +88,43 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		ClusterTime:   res.GetClusterTime().AsDuration(),
 		MinTTL:        res.GetMinTtl().AsDuration(),
 		Leases:        res.GetLeases(),
+		LeasesStored:  res.GetLeasesStored(),
 		LastToken:     res.GetLastToken(),
+		ClusterID:     res.GetClusterId(),
 	}, nil
 }
 
-// Join adds a node to the cluster as a voter: its ID, raft address and API
-// address. It returns the members after the change. Like the other
-// membership calls it is not retried once possibly delivered.
-func (c *Client) Join(ctx context.Context, nodeID, raftAddr, apiAddr string) ([]Member, error) {
+// JoinRequest describes a node that asks to join a cluster.
+type JoinRequest struct {
+	NodeID   string
+	RaftAddr string
+	APIAddr  string
+	// ClusterID is the cluster the node already belongs to (from its
+	// data directory), or "" for a new node. A node of another cluster
+	// is refused.
+	ClusterID string
+}
+
+// JoinResult is the cluster a node joined.
+type JoinResult struct {
+	// ClusterID is the cluster's ID: the new node records it and
+	// accepts raft traffic of this cluster only.
+	ClusterID string
+	// Members are the members after the change.
+	Members []Member
+}
+
+// Join adds a node to the cluster (as a non-voter that the leader promotes
+// to voter once it has caught up). Like the other membership calls it is
+// not retried once possibly delivered.
+func (c *Client) Join(ctx context.Context, req JoinRequest) (JoinResult, error) {
 	res, _, err := unary(ctx, c, retryUnsent,
-		&tenurev1.JoinRequest{NodeId: nodeID, RaftAddress: raftAddr, ApiAddress: apiAddr},
+		&tenurev1.JoinRequest{NodeId: req.NodeID, RaftAddress: req.RaftAddr, ApiAddress: req.APIAddr, ClusterId: req.ClusterID},
 		clusterService, tenurev1connect.ClusterServiceClient.Join)
 	if err != nil {
-		return nil, err
+		return JoinResult{}, err
 	}
-	return membersFromProto(res.GetMembers()), nil
+	return JoinResult{ClusterID: res.GetClusterId(), Members: membersFromProto(res.GetMembers())}, nil
 }
 
 // Leave removes the node nodeID from the cluster.

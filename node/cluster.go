@@ -35,12 +35,15 @@ type Status struct {
 	Leases    int
 	Stored    int
 	LastToken uint64
+	// ClusterID is the cluster's ID ("" before this node joined one).
+	ClusterID string
 }
 
 // Status returns this node's view of the cluster.
 func (n *Node) Status() Status {
 	st := Status{
 		ID:           n.cfg.ID,
+		ClusterID:    n.ClusterID(),
 		State:        stateName(n.raft.State()),
 		Term:         n.raft.CurrentTerm(),
 		AppliedIndex: n.raft.AppliedIndex(),

@@ -19,6 +19,7 @@ const (
 	entryBatch     byte = 1 // a lease.Batch (written by older versions)
 	entryMember    byte = 2 // a memberInfo as JSON
 	entryTermBatch byte = 3 // the raft term it was proposed in (uvarint), then a lease.Batch
+	entryCluster   byte = 4 // the cluster ID, written once by the first leader
 )
 
 // appendTermBatch encodes b as an entry proposed in raft term term.
@@ -56,6 +57,11 @@ type fsm struct {
 	onApply func(index uint64, now time.Duration, events []lease.Event)
 	// onRestore is called under mu after a snapshot replaced the state.
 	onRestore func()
+	// clusterID is the cluster's ID as the log records it ("" before the
+	// first leader recorded it); onCluster is called under mu when it
+	// is learnt from the log or a snapshot.
+	clusterID string
+	onCluster func(id string)
 }
 
 func newFSM() *fsm {
@@ -105,6 +111,15 @@ func (f *fsm) Apply(l *raft.Log) any {
 			f.onApply(l.Index, f.st.Now(), events)
 		}
 		return &applyResult{results: results}
+	case entryCluster:
+		id := string(l.Data[1:])
+		if f.clusterID == "" {
+			f.clusterID = id
+			if f.onCluster != nil {
+				f.onCluster(id)
+			}
+		}
+		return &applyResult{}
 	case entryMember:
 		var m memberInfo
 		if err := json.Unmarshal(l.Data[1:], &m); err != nil {
@@ -127,15 +142,16 @@ type fsmSnapshot struct {
 }
 
 type snapshotHeader struct {
-	Version int               `json:"version"`
-	Members map[string]string `json:"members"`
+	Version   int               `json:"version"`
+	Members   map[string]string `json:"members"`
+	ClusterID string            `json:"cluster_id,omitempty"`
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(snapshotHeader{Version: 1, Members: f.members}); err != nil {
+	if err := json.NewEncoder(&buf).Encode(snapshotHeader{Version: 1, Members: f.members, ClusterID: f.clusterID}); err != nil {
 		return nil, err
 	}
 	if err := f.st.WriteSnapshot(&buf); err != nil {
@@ -173,7 +189,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.st, f.members = st, h.Members
+	f.st, f.members, f.clusterID = st, h.Members, h.ClusterID
+	if f.clusterID != "" && f.onCluster != nil {
+		f.onCluster(f.clusterID)
+	}
 	if f.onRestore != nil {
 		f.onRestore()
 	}
@@ -191,6 +210,13 @@ func (f *fsm) nextDeadline() (time.Duration, bool) {
 	f.mu.Lock() // NextDeadline drops stale heap entries
 	defer f.mu.Unlock()
 	return f.st.NextDeadline()
+}
+
+// cluster returns the cluster ID the log records.
+func (f *fsm) cluster() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.clusterID
 }
 
 func (f *fsm) member(id string) (string, bool) {

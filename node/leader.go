@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -70,7 +71,8 @@ func (n *Node) watchLeadership() {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			cur = &leaderTerm{ctx: ctx, cancel: cancel}
-			wg.Go(func() { n.takeOver(cur) })
+			t := cur
+			wg.Go(func() { n.takeOver(t) })
 		}
 	}
 }
@@ -88,25 +90,15 @@ func (n *Node) watchLeadership() {
 func (n *Node) takeOver(t *leaderTerm) {
 	t.term = n.raft.CurrentTerm()
 	for {
-		err := n.wait(n.raft.Barrier(n.cfg.ApplyTimeout))
+		err := n.prepareTerm(t)
 		if err == nil {
 			break
 		}
-		n.log.Warn("barrier after election failed", "err", err)
+		n.log.Warn("taking over as leader failed; retrying", "term", t.term, "err", err)
 		select {
 		case <-t.ctx.Done():
 			return
 		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if n.cfg.afterBarrier != nil {
-		n.cfg.afterBarrier(n, t)
-	}
-	t.base, t.start = n.fsm.now(), time.Now()
-	if addr, ok := n.fsm.member(n.cfg.ID); n.cfg.APIAddr != "" && (!ok || addr != n.cfg.APIAddr) {
-		if err := n.wait(n.raft.Apply(encodeMember(memberInfo{ID: n.cfg.ID, APIAddr: n.cfg.APIAddr}), n.cfg.ApplyTimeout)); err != nil {
-			n.log.Warn("publishing API address failed", "err", err)
-			return
 		}
 	}
 	if !n.publishTerm(t) {
@@ -119,6 +111,32 @@ func (n *Node) takeOver(t *leaderTerm) {
 	wg.Go(func() { n.expirer(t) })
 	wg.Go(func() { n.promoter(t) })
 	wg.Wait()
+}
+
+// prepareTerm waits for every earlier entry to be applied (Barrier), fixes
+// the term's cluster-time base, and records the cluster ID and this node's
+// API address in the log if they are not there yet.
+func (n *Node) prepareTerm(t *leaderTerm) error {
+	if err := n.wait(n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
+		return fmt.Errorf("barrier: %w", err)
+	}
+	if n.cfg.afterBarrier != nil {
+		n.cfg.afterBarrier(n, t)
+	}
+	t.base, t.start = n.fsm.now(), time.Now()
+	if id := n.ClusterID(); id != "" && n.fsm.cluster() == "" {
+		// The first leader of a cluster records its ID in the log, so
+		// every member learns it, also from snapshots.
+		if err := n.wait(n.raft.Apply(append([]byte{entryCluster}, id...), n.cfg.ApplyTimeout)); err != nil {
+			return fmt.Errorf("recording the cluster ID: %w", err)
+		}
+	}
+	if addr, ok := n.fsm.member(n.cfg.ID); n.cfg.APIAddr != "" && (!ok || addr != n.cfg.APIAddr) {
+		if err := n.wait(n.raft.Apply(encodeMember(memberInfo{ID: n.cfg.ID, APIAddr: n.cfg.APIAddr}), n.cfg.ApplyTimeout)); err != nil {
+			return fmt.Errorf("publishing the API address: %w", err)
+		}
+	}
+	return nil
 }
 
 // publishTerm makes t the node's current term if it is still current, and

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,8 +44,14 @@ type Node struct {
 	raft   *raft.Raft
 	fsm    *fsm
 	trans  raft.Transport
-	closer []func() error // stores and transport, closed after raft
-	limits lease.Limits
+	stream *clusterStream // nil with a custom transport
+	dir    *dataDir       // nil in memory
+	// clusterID is the cluster's ID once known; idMu serialises
+	// recording it.
+	clusterID atomic.Pointer[string]
+	idMu      sync.Mutex
+	closer    []func() error // stores and transport, closed after raft
+	limits    lease.Limits
 
 	proposeCh chan *proposal
 	inflight  chan *inflight
@@ -94,6 +99,7 @@ func New(cfg Config) (*Node, error) {
 	n.limits.MinTTL = cfg.MinTTL()
 	n.fsm.onApply = n.onApply
 	n.fsm.onRestore = n.onRestore
+	n.fsm.onCluster = n.onClusterID
 	if err := n.open(); err != nil {
 		n.closeStores()
 		return nil, err
@@ -118,13 +124,29 @@ func (n *Node) open() error {
 		raftOut = os.Stderr
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.LevelFromString(cfg.RaftLogLevel), Output: raftOut})
+	if !cfg.InMemory {
+		// Check the data directory before anything opens (and so
+		// creates) a file in it.
+		if n.dir, err = openDataDir(cfg.DataDir); err != nil {
+			return err
+		}
+		if err := n.dir.checkRaftState(cfg.Bootstrap); err != nil {
+			return err
+		}
+		if n.dir.initialised {
+			if cfg.ID != "" && cfg.ID != n.dir.nodeID {
+				return fmt.Errorf("node: data directory %s belongs to node %q, not %q", cfg.DataDir, n.dir.nodeID, cfg.ID)
+			}
+			cfg.ID = n.dir.nodeID
+		}
+	}
 	n.trans = cfg.Transport
 	if n.trans == nil {
-		t, err := newTCPTransport(cfg.RaftAddr, cfg.RaftAdvertise, hlog)
+		t, stream, err := newClusterTransport(cfg.RaftAddr, cfg.RaftAdvertise, n.log, hlog)
 		if err != nil {
 			return err
 		}
-		n.trans = t
+		n.trans, n.stream = t, stream
 		n.closer = append(n.closer, func() error {
 			// Close alone leaves pooled connections (and the goroutines
 			// reading them) open.
@@ -132,28 +154,25 @@ func (n *Node) open() error {
 			return t.Close()
 		})
 	}
+	if cfg.ID == "" {
+		cfg.ID = string(n.trans.LocalAddr())
+	}
+	if n.dir != nil && n.dir.initialised {
+		n.setClusterID(n.dir.clusterID)
+	}
 	if cfg.InMemory {
-		if cfg.ID == "" {
-			cfg.ID = string(n.trans.LocalAddr())
-		}
 		mem := raft.NewInmemStore()
 		logs, stable, snaps = mem, mem, raft.NewInmemSnapshotStore()
 	} else {
-		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-			return fmt.Errorf("node: create data directory: %w", err)
-		}
-		if cfg.ID, err = resolveID(cfg.DataDir, cfg.ID, string(n.trans.LocalAddr())); err != nil {
-			return err
-		}
 		bolt, err := raftboltdb.New(raftboltdb.Options{
-			Path:        filepath.Join(cfg.DataDir, "raft.db"),
+			Path:        filepath.Join(cfg.DataDir, fileRaftDB),
 			BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
 		})
 		if err != nil {
 			if errors.Is(err, bbolterr.ErrTimeout) {
 				return fmt.Errorf("node: data directory %s is in use by another process", cfg.DataDir)
 			}
-			return fmt.Errorf("node: open raft log: %w", err)
+			return &DataDirError{Dir: cfg.DataDir, File: fileRaftDB, Problem: "cannot be opened: " + err.Error()}
 		}
 		n.closer = append(n.closer, bolt.Close)
 		cached, err := raft.NewLogCache(512, bolt)
@@ -161,10 +180,15 @@ func (n *Node) open() error {
 			return err
 		}
 		logs, stable = cached, bolt
-		snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog)
+		fss, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog)
 		if err != nil {
 			return fmt.Errorf("node: open snapshot store: %w", err)
 		}
+		snaps = fss
+	}
+	hasState, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return fmt.Errorf("node: inspect raft state: %w", err)
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -177,67 +201,85 @@ func (n *Node) open() error {
 	rc.Logger = hlog
 	n.notify = make(chan bool, 16)
 	rc.NotifyCh = n.notify
-	hasState, err := raft.HasExistingState(logs, stable, snaps)
-	if err != nil {
-		return fmt.Errorf("node: inspect raft state: %w", err)
+	bootstrap := !hasState && cfg.Bootstrap
+	if bootstrap && n.ClusterID() == "" {
+		// A new cluster: record its identity before raft writes a byte.
+		id := NewClusterID()
+		if n.dir != nil {
+			if err := n.dir.initialise(cfg.ID, id); err != nil {
+				return err
+			}
+		}
+		n.setClusterID(id)
 	}
 	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.trans)
 	if err != nil {
+		if n.dir != nil && strings.Contains(err.Error(), "snapshot") {
+			return &DataDirError{Dir: cfg.DataDir, File: dirSnapshots, Problem: "cannot be restored: " + err.Error()}
+		}
 		return fmt.Errorf("node: start raft: %w", err)
 	}
 	n.raft = r
-	if !hasState && cfg.Bootstrap {
+	if bootstrap {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			ID: rc.LocalID, Address: n.trans.LocalAddr(), Suffrage: raft.Voter,
 		}}})
 		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			return fmt.Errorf("node: bootstrap: %w", err)
 		}
-		n.log.Info("bootstrapped a new cluster", "id", cfg.ID, "raft", n.trans.LocalAddr())
+		n.log.Info("bootstrapped a new cluster", "id", cfg.ID, "cluster", n.ClusterID(), "raft", n.trans.LocalAddr())
 	}
-	n.log.Info("node started", "id", cfg.ID, "raft", n.trans.LocalAddr(), "existing_state", hasState, "min_ttl", n.limits.MinTTL)
+	n.log.Info("node started", "id", cfg.ID, "cluster", n.ClusterID(), "raft", n.trans.LocalAddr(), "existing_state", hasState, "min_ttl", n.limits.MinTTL)
 	return nil
 }
 
-// resolveID returns the ID stored in dir, storing want (or def) there if
-// the directory has none. A data directory keeps its ID for life.
-func resolveID(dir, want, def string) (string, error) {
-	path := filepath.Join(dir, "node-id")
-	data, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		id := strings.TrimSpace(string(data))
-		if want != "" && want != id {
-			return "", fmt.Errorf("node: data directory %s belongs to node %q, not %q", dir, id, want)
-		}
-		return id, nil
-	case !errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("node: read node id: %w", err)
+// ClusterID returns the ID of the cluster this node belongs to, or "" if
+// it has not learnt it yet (a new node before it joined).
+func (n *Node) ClusterID() string {
+	if p := n.clusterID.Load(); p != nil {
+		return *p
 	}
-	id := want
-	if id == "" {
-		id = def
-	}
-	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("node: write node id: %w", err)
-	}
-	return id, nil
+	return ""
 }
 
-func newTCPTransport(bind, advertise string, logger hclog.Logger) (*raft.NetworkTransport, error) {
-	var adv net.Addr
-	if advertise != "" {
-		a, err := net.ResolveTCPAddr("tcp", advertise)
-		if err != nil {
-			return nil, fmt.Errorf("node: raft advertise address: %w", err)
+func (n *Node) setClusterID(id string) {
+	n.clusterID.Store(&id)
+	if n.stream != nil {
+		n.stream.setClusterID(id)
+	}
+}
+
+// SetClusterID records the ID of the cluster this node joined (a joining
+// node learns it from the member that added it) and lets raft traffic of
+// that cluster in. It fails with ErrOtherCluster if the node already
+// belongs to another cluster.
+func (n *Node) SetClusterID(id string) error {
+	n.idMu.Lock()
+	defer n.idMu.Unlock()
+	if id == "" {
+		return errors.New("node: empty cluster ID")
+	}
+	switch cur := n.ClusterID(); {
+	case cur == id:
+		return nil
+	case cur != "":
+		return fmt.Errorf("%w: this node belongs to cluster %s, not %s", ErrOtherCluster, cur, id)
+	}
+	if n.dir != nil && !n.dir.initialised {
+		if err := n.dir.initialise(n.cfg.ID, id); err != nil {
+			return err
 		}
-		adv = a
 	}
-	t, err := raft.NewTCPTransportWithLogger(bind, adv, 3, 10*time.Second, logger)
-	if err != nil {
-		return nil, fmt.Errorf("node: raft listen on %s: %w", bind, err)
+	n.setClusterID(id)
+	n.log.Info("joined cluster", "cluster", id)
+	return nil
+}
+
+// onClusterID runs when the log or a snapshot names the cluster.
+func (n *Node) onClusterID(id string) {
+	if err := n.SetClusterID(id); err != nil {
+		n.log.Error("the raft log names another cluster than this node's", "err", err)
 	}
-	return t, nil
 }
 
 // ID returns the node's raft server ID.

@@ -41,8 +41,17 @@ func TestTakeoverLostAfterBarrier(t *testing.T) {
 		}
 		// Hand leadership on at once, and wait until the node's
 		// leadership watcher has ended this term.
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		// (A transfer times out after an election timeout when the
+		// target is slow to answer: try again.)
+		var err error
+		for range 20 {
+			if err = n.raft.LeadershipTransfer().Error(); err == nil || n.raft.State() != raft.Leader {
+				break
+			}
+		}
+		if n.raft.State() == raft.Leader {
 			t.Errorf("transfer away from %s: %v", n.ID(), err)
+			return
 		}
 		select {
 		case <-lt.ctx.Done():
@@ -51,10 +60,15 @@ func TestTakeoverLostAfterBarrier(t *testing.T) {
 		}
 	}
 	hook.Store(&h)
-	ctx := ctxT(t, 20*time.Second)
-	if _, err := c.nodes[li].TransferLeadership(ctx, victim.ID()); err != nil {
+	// The transfer call waits to see a new leader; leadership may come
+	// straight back to it, so bound the wait and look at the hook.
+	tctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := c.nodes[li].TransferLeadership(tctx, victim.ID())
+	cancel()
+	if err != nil {
 		t.Fatalf("transfer to %s: %v", victim.ID(), err)
 	}
+	ctx := ctxT(t, 20*time.Second)
 	select {
 	case <-fired:
 	case <-ctx.Done():

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 
 	"connectrpc.com/connect"
@@ -33,7 +34,9 @@ func statusToProto(st node.Status) *tenurev1.StatusResponse {
 		ClusterTime:   durationpb.New(st.ClusterTime),
 		MinTtl:        durationpb.New(st.MinTTL),
 		Leases:        uint64(st.Leases),
+		LeasesStored:  uint64(st.Stored),
 		LastToken:     st.LastToken,
+		ClusterId:     st.ClusterID,
 	}
 	for _, m := range st.Members {
 		suffrage := "nonvoter"
@@ -73,10 +76,17 @@ func (c *clusterService) Join(ctx context.Context, req *connect.Request[tenurev1
 			return p.cluster.Join
 		},
 		func(ctx context.Context) (*tenurev1.JoinResponse, error) {
+			ours := c.s.node.ClusterID()
+			if theirs := m.GetClusterId(); theirs != "" && theirs != ours {
+				c.s.log.Warn("refused a join from another cluster", "node_id", m.GetNodeId(), "raft", m.GetRaftAddress(),
+					"their_cluster", theirs, "cluster", ours)
+				return nil, connect.NewError(connect.CodeFailedPrecondition,
+					fmt.Errorf("server: node %s belongs to cluster %s, this is cluster %s: it cannot join", m.GetNodeId(), theirs, ours))
+			}
 			if err := c.s.node.Join(ctx, m.GetNodeId(), m.GetRaftAddress(), m.GetApiAddress()); err != nil {
 				return nil, toConnect(err)
 			}
-			return &tenurev1.JoinResponse{Members: statusToProto(c.s.node.Status()).Members}, nil
+			return &tenurev1.JoinResponse{ClusterId: ours, Members: statusToProto(c.s.node.Status()).Members}, nil
 		})
 }
 

@@ -21,6 +21,7 @@ import (
 // Node is what the server needs of a node.Node.
 type Node interface {
 	ID() string
+	ClusterID() string
 	IsLeader() bool
 	Leader() (id, apiAddr string, err error)
 	Limits() lease.Limits

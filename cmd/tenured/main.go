@@ -15,9 +15,12 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/tenure-io/tenure/client"
 	"github.com/tenure-io/tenure/node"
@@ -42,6 +45,7 @@ type options struct {
 	snapThreshold uint64
 	trailingLogs  uint64
 	snapInterval  time.Duration
+	resetDataDir  bool
 }
 
 // faultClockRateFlag injects a fault: it makes this node's clock run fast
@@ -74,6 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.nodeID, "node-id", "", "node ID, fixed when the data directory is created (default: the raft address)")
 	fs.StringVar(&o.join, "join", "", "API address of any member of an existing cluster to join")
 	fs.BoolVar(&o.dev, "dev", false, "keep everything in memory (nothing survives a restart)")
+	fs.BoolVar(&o.resetDataDir, "reset-data-dir", false, "move the contents of --data-dir aside (to DIR.old-TIME) and start a NEW cluster in it;\nits tokens start at 1 again, so reset the fences of your storage too")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.raftLogLevel, "raft-log-level", "warn", "log level of the raft library")
@@ -99,6 +104,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if _, _, err := net.SplitHostPort(strings.TrimPrefix(a.v, "http://")); err != nil {
 			return nil, fmt.Errorf("%s %q is not host:port", a.name, a.v)
 		}
+	}
+	if o.resetDataDir && o.dev {
+		return nil, fmt.Errorf("--reset-data-dir and --dev do not go together (--dev keeps nothing on disk)")
 	}
 	if o.clockRate <= 0 {
 		return nil, fmt.Errorf("--%s must be positive", faultClockRateFlag)
@@ -161,13 +169,40 @@ func run(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, o, log, stderr); err != nil {
-		log.Error("tenured failed", "err", err)
+		fmt.Fprintf(stderr, "tenured: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
+// resetDataDir moves the contents of dir aside, into a new sibling
+// directory, and returns its name. Nothing is deleted.
+func resetDataDir(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	aside := fmt.Sprintf("%s.old-%s", filepath.Clean(dir), time.Now().UTC().Format("20060102T150405Z"))
+	if err := os.Rename(dir, aside); err != nil {
+		return "", fmt.Errorf("move %s aside: %w", dir, err)
+	}
+	return aside, nil
+}
+
 func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) error {
+	if o.resetDataDir {
+		aside, err := resetDataDir(o.dataDir)
+		if err != nil {
+			return fmt.Errorf("--reset-data-dir: %w", err)
+		}
+		if aside != "" {
+			log.Warn("moved the old data directory aside; starting a NEW cluster whose tokens start at 1 again",
+				"data_dir", o.dataDir, "old_data", aside)
+		}
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
@@ -220,8 +255,9 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	log.Info("serving", "api", apiAddr, "raft", n.RaftAddr(), "node_id", n.ID(), "data_dir", dataDirLabel(o))
 
+	joinErr := make(chan error, 1)
 	if o.join != "" {
-		go joinLoop(ctx, log, o.join, n.ID(), n.RaftAddr(), apiAddr)
+		go func() { joinErr <- joinLoop(ctx, log, o.join, n, apiAddr) }()
 	}
 
 	select {
@@ -230,6 +266,15 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	case err := <-serveErr:
 		n.Close()
 		return fmt.Errorf("api server: %w", err)
+	case err := <-joinErr:
+		if err != nil {
+			n.Close()
+			httpSrv.Close()
+			srv.Close()
+			return err
+		}
+		<-ctx.Done()
+		log.Info("shutting down")
 	}
 	if err := n.Close(); err != nil {
 		log.Warn("closing node", "err", err)
@@ -252,34 +297,38 @@ func dataDirLabel(o *options) string {
 }
 
 // joinLoop asks the member at addr to add this node, retrying until it is
-// accepted or ctx ends. Joining is idempotent, so a restarted node repeats
-// it harmlessly.
-func joinLoop(ctx context.Context, log *slog.Logger, addr, id, raftAddr, apiAddr string) {
+// accepted, refused for good, or ctx ends. Joining is idempotent, so a
+// restarted node repeats it harmlessly. A new node learns the cluster's ID
+// from the answer; a node whose data directory names another cluster than
+// the one at addr is refused. It returns an error only if the node cannot
+// be part of that cluster.
+func joinLoop(ctx context.Context, log *slog.Logger, addr string, n *node.Node, apiAddr string) error {
 	c, err := peer(addr)
 	if err != nil {
-		log.Error("join refused", "via", addr, "err", err)
-		return
+		return fmt.Errorf("--join %s: %w", addr, err)
 	}
 	defer c.Close()
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := c.Join(rctx, id, raftAddr, apiAddr)
+		res, err := c.Join(rctx, client.JoinRequest{NodeID: n.ID(), RaftAddr: n.RaftAddr(), APIAddr: apiAddr, ClusterID: n.ClusterID()})
 		cancel()
 		if err == nil {
-			log.Info("joined the cluster", "via", addr)
-			return
+			if err := n.SetClusterID(res.ClusterID); err != nil {
+				return fmt.Errorf("--join %s: %w", addr, err)
+			}
+			log.Info("joined the cluster", "via", addr, "cluster", res.ClusterID)
+			return nil
 		}
-		if errors.Is(err, client.ErrInvalid) {
-			log.Error("join refused", "via", addr, "err", err)
-			return
+		if errors.Is(err, client.ErrInvalid) || connect.CodeOf(err) == connect.CodeFailedPrecondition {
+			return fmt.Errorf("--join %s refused: %w", addr, err)
 		}
 		if attempt == 1 || attempt%10 == 0 {
 			log.Warn("join failed; retrying", "via", addr, "attempt", attempt, "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)

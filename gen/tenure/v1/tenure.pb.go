@@ -1476,10 +1476,15 @@ type StatusResponse struct {
 	LastIndex     uint64    `protobuf:"varint,8,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
 	Members       []*Member `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`
 	// Cluster time of the last applied entry.
-	ClusterTime   *durationpb.Duration `protobuf:"bytes,10,opt,name=cluster_time,json=clusterTime,proto3" json:"cluster_time,omitempty"`
-	MinTtl        *durationpb.Duration `protobuf:"bytes,11,opt,name=min_ttl,json=minTtl,proto3" json:"min_ttl,omitempty"`
-	Leases        uint64               `protobuf:"varint,12,opt,name=leases,proto3" json:"leases,omitempty"`
-	LastToken     uint64               `protobuf:"varint,13,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	ClusterTime *durationpb.Duration `protobuf:"bytes,10,opt,name=cluster_time,json=clusterTime,proto3" json:"cluster_time,omitempty"`
+	MinTtl      *durationpb.Duration `protobuf:"bytes,11,opt,name=min_ttl,json=minTtl,proto3" json:"min_ttl,omitempty"`
+	// Leases live at cluster_time.
+	Leases    uint64 `protobuf:"varint,12,opt,name=leases,proto3" json:"leases,omitempty"`
+	LastToken uint64 `protobuf:"varint,13,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	// The ID of the cluster this node belongs to (empty before it joined).
+	ClusterId string `protobuf:"bytes,14,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Leases stored: live, or expired and not yet freed by the expirer.
+	LeasesStored  uint64 `protobuf:"varint,15,opt,name=leases_stored,json=leasesStored,proto3" json:"leases_stored,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1605,11 +1610,28 @@ func (x *StatusResponse) GetLastToken() uint64 {
 	return 0
 }
 
+func (x *StatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetLeasesStored() uint64 {
+	if x != nil {
+		return x.LeasesStored
+	}
+	return 0
+}
+
 type JoinRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	RaftAddress   string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
-	ApiAddress    string                 `protobuf:"bytes,3,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RaftAddress string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	ApiAddress  string                 `protobuf:"bytes,3,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
+	// The cluster the joining node belongs to, from its data directory;
+	// empty for a new node. A member of another cluster is refused.
+	ClusterId     string `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1665,9 +1687,19 @@ func (x *JoinRequest) GetApiAddress() string {
 	return ""
 }
 
+func (x *JoinRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 type JoinResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// The cluster's ID: a new node records it and accepts raft traffic of
+	// this cluster only.
+	ClusterId     string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1707,6 +1739,13 @@ func (x *JoinResponse) GetMembers() []*Member {
 		return x.Members
 	}
 	return nil
+}
+
+func (x *JoinResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 type LeaveRequest struct {
@@ -1973,7 +2012,7 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"apiAddress\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\"\x0f\n" +
-	"\rStatusRequest\"\xd4\x03\n" +
+	"\rStatusRequest\"\x98\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -1990,14 +2029,21 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\amin_ttl\x18\v \x01(\v2\x19.google.protobuf.DurationR\x06minTtl\x12\x16\n" +
 	"\x06leases\x18\f \x01(\x04R\x06leases\x12\x1d\n" +
 	"\n" +
-	"last_token\x18\r \x01(\x04R\tlastToken\"j\n" +
+	"last_token\x18\r \x01(\x04R\tlastToken\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x0e \x01(\tR\tclusterId\x12#\n" +
+	"\rleases_stored\x18\x0f \x01(\x04R\fleasesStored\"\x89\x01\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
 	"\vapi_address\x18\x03 \x01(\tR\n" +
-	"apiAddress\";\n" +
+	"apiAddress\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x04 \x01(\tR\tclusterId\"Z\n" +
 	"\fJoinResponse\x12+\n" +
-	"\amembers\x18\x01 \x03(\v2\x11.tenure.v1.MemberR\amembers\"'\n" +
+	"\amembers\x18\x01 \x03(\v2\x11.tenure.v1.MemberR\amembers\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\"'\n" +
 	"\fLeaveRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x0f\n" +
 	"\rLeaveResponse\"4\n" +

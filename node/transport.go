@@ -1,0 +1,256 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Every raft connection starts with a handshake that names the cluster:
+//
+//	dialer:   "TNR1" len(cluster ID) (1 byte) cluster ID
+//	acceptor: 'Y', or 'N' len(reason) (1 byte) reason
+//
+// An acceptor of another cluster (or one that has not joined a cluster
+// yet) refuses the connection before raft sees a byte of it, so a node
+// of one cluster never takes raft traffic from another: for example
+// from a former member's old peers, after its address was reused.
+const (
+	handshakeMagic   = "TNR1"
+	handshakeTimeout = 5 * time.Second
+	// refusalLogEvery limits refusal logs to one per remote address.
+	refusalLogEvery = 10 * time.Second
+)
+
+// ErrOtherCluster is returned when a raft peer or a joining node belongs
+// to another cluster than this node's.
+var ErrOtherCluster = errors.New("node: belongs to another cluster")
+
+// clusterStream is a raft.StreamLayer over TCP that checks the cluster ID
+// of every connection.
+type clusterStream struct {
+	ln        net.Listener
+	advertise net.Addr
+	log       *slog.Logger
+	clusterID atomic.Pointer[string] // nil until known
+
+	accepted chan net.Conn
+	closed   chan struct{}
+	once     sync.Once
+
+	mu        sync.Mutex
+	lastLog   map[string]time.Time // remote address -> last refusal logged
+	refusedIn atomic.Uint64
+}
+
+var _ raft.StreamLayer = (*clusterStream)(nil)
+
+func newClusterTransport(bind, advertise string, log *slog.Logger, hlog hclog.Logger) (*raft.NetworkTransport, *clusterStream, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: raft listen on %s: %w", bind, err)
+	}
+	adv := ln.Addr()
+	if advertise != "" {
+		a, err := net.ResolveTCPAddr("tcp", advertise)
+		if err != nil {
+			ln.Close()
+			return nil, nil, fmt.Errorf("node: raft advertise address: %w", err)
+		}
+		adv = a
+	}
+	if a, ok := adv.(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
+		ln.Close()
+		return nil, nil, fmt.Errorf("node: raft address %s cannot be dialed by other nodes: set an advertise address", adv)
+	}
+	s := &clusterStream{
+		ln:        ln,
+		advertise: adv,
+		log:       log,
+		accepted:  make(chan net.Conn),
+		closed:    make(chan struct{}),
+		lastLog:   make(map[string]time.Time),
+	}
+	go s.acceptLoop()
+	t := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  s,
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  hlog,
+	})
+	return t, s, nil
+}
+
+// setClusterID makes the stream accept and dial connections of cluster id.
+func (s *clusterStream) setClusterID(id string) { s.clusterID.Store(&id) }
+
+func (s *clusterStream) cluster() string {
+	if p := s.clusterID.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Dial connects to a raft peer and completes the handshake.
+func (s *clusterStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	id := s.cluster()
+	if id == "" {
+		return nil, errors.New("node: this node has not joined a cluster yet")
+	}
+	conn, err := net.DialTimeout("tcp", string(address), timeout)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	hello := append([]byte(handshakeMagic), byte(len(id)))
+	if _, err := conn.Write(append(hello, id...)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("node: raft handshake with %s: %w", address, err)
+	}
+	ans := make([]byte, 1)
+	if _, err := io.ReadFull(conn, ans); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("node: raft handshake with %s: %w", address, err)
+	}
+	if ans[0] != 'Y' {
+		reason, _ := readShort(conn)
+		conn.Close()
+		err := fmt.Errorf("%w: raft peer %s refused this node (cluster %s): %s", ErrOtherCluster, address, id, reason)
+		s.logRefusal(string(address), "raft peer refused the connection", "peer", address, "reason", reason)
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	return conn, nil
+}
+
+func (s *clusterStream) acceptLoop() {
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.closed:
+				return
+			default:
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			s.log.Warn("raft accept failed", "err", err)
+			select {
+			case <-s.closed:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		go s.handshake(conn)
+	}
+}
+
+// handshake checks the cluster ID a dialer sent and hands the connection
+// to raft if it matches.
+func (s *clusterStream) handshake(conn net.Conn) {
+	conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	// Read exactly the handshake, so that nothing raft sends after it is
+	// consumed here.
+	magic := make([]byte, len(handshakeMagic))
+	if _, err := io.ReadFull(conn, magic); err != nil || string(magic) != handshakeMagic {
+		s.refuse(conn, "not a tenure raft connection", "")
+		return
+	}
+	theirs, err := readShort(conn)
+	if err != nil {
+		s.refuse(conn, "bad handshake", "")
+		return
+	}
+	ours := s.cluster()
+	switch {
+	case ours == "":
+		s.refuse(conn, "this node has not joined a cluster yet", theirs)
+		return
+	case theirs != ours:
+		s.refuse(conn, fmt.Sprintf("this node belongs to cluster %s, not %s", ours, theirs), theirs)
+		return
+	}
+	if _, err := conn.Write([]byte{'Y'}); err != nil {
+		conn.Close()
+		return
+	}
+	conn.SetDeadline(time.Time{})
+	select {
+	case s.accepted <- conn:
+	case <-s.closed:
+		conn.Close()
+	}
+}
+
+func (s *clusterStream) refuse(conn net.Conn, reason, theirs string) {
+	s.refusedIn.Add(1)
+	msg := []byte{'N', byte(min(len(reason), 255))}
+	conn.Write(append(msg, reason[:min(len(reason), 255)]...))
+	conn.Close()
+	s.logRefusal(conn.RemoteAddr().String(), "refused a raft connection", "from", conn.RemoteAddr(), "their_cluster", theirs, "reason", reason)
+}
+
+// logRefusal logs at most once per refusalLogEvery per remote host.
+func (s *clusterStream) logRefusal(remote, msg string, args ...any) {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	key := msg + " " + host
+	s.mu.Lock()
+	last, seen := s.lastLog[key]
+	now := time.Now()
+	if seen && now.Sub(last) < refusalLogEvery {
+		s.mu.Unlock()
+		return
+	}
+	s.lastLog[key] = now
+	s.mu.Unlock()
+	s.log.Warn(msg, append(args, "cluster", s.cluster())...)
+}
+
+// readShort reads a string of at most 255 bytes, preceded by its length.
+func readShort(r io.Reader) (string, error) {
+	n := make([]byte, 1)
+	if _, err := io.ReadFull(r, n); err != nil {
+		return "", err
+	}
+	buf := make([]byte, n[0])
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return "", err
+	}
+	return string(buf), nil
+}
+
+// Accept returns the next connection that passed the handshake.
+func (s *clusterStream) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.accepted:
+		return c, nil
+	case <-s.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting connections.
+func (s *clusterStream) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.closed)
+		err = s.ln.Close()
+	})
+	return err
+}
+
+// Addr returns the address other nodes dial.
+func (s *clusterStream) Addr() net.Addr { return s.advertise }
