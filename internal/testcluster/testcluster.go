@@ -1,7 +1,7 @@
 // Package testcluster runs in-process clusters (internal/localcluster)
 // for tests: a cluster that does not start fails the test, the members
-// log to t.Log, and the cluster stops when the test ends. Tests of server,
-// client and election use it, and so do their testable examples.
+// log to t.Log, and the cluster stops when the test ends. Tests of node,
+// server, client and election use it, and so do their testable examples.
 package testcluster
 
 import (
