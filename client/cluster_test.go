@@ -15,10 +15,7 @@ import (
 // disconnected is not lost.
 func TestWatchFailsOverBetweenMembers(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Config{Size: 3})
-	leader, err := c.WaitLeader(10 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leader := c.Leader()
 	// A follower first, so that the watch is served by it.
 	var follower *testcluster.Member
 	eps := []string{}

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,277 +16,74 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/tenure-io/tenure/internal/localcluster"
+	"github.com/tenure-io/tenure/internal/testcluster"
 	"github.com/tenure-io/tenure/lease"
+	"github.com/tenure-io/tenure/node"
 )
 
 // Cluster tests: three in-process nodes with real bbolt logs and file
 // snapshots in temporary directories, linked by raft's in-memory transport
-// so that tests can crash, restart and partition nodes.
+// so that tests can crash, restart and partition nodes. They are outside
+// package node because internal/testcluster imports it; export_test.go
+// lets them read a node's state.
 
 // ttl outlives every test here (cluster time only moves while a leader
 // leads), so no lease expires under a test's feet.
 const ttl = time.Minute
 
-// testCluster is a set of nodes joined into one raft cluster.
-type testCluster struct {
-	t     *testing.T
-	mod   func(*Config)
-	ids   []string
-	dirs  []string
-	trans []*raft.InmemTransport
-	nodes []*Node // nil while a node is down
-	cut   []bool  // partitioned away from every other node
-	logs  *logRecorder
+// cluster is a three-node test cluster and what the tests below do with
+// it.
+type cluster struct {
+	*testcluster.Cluster
+	t *testing.T
 }
 
-// newTestCluster starts size nodes: node 0 bootstraps, the others join
-// through the leader. It returns once every node sees all of them as voters
-// and has applied the leader's log. mod, if not nil, adjusts every node's
-// configuration, on restarts too.
-func newTestCluster(t *testing.T, size int, mod func(*Config)) *testCluster {
+// newCluster starts three nodes and returns once every node sees all of
+// them as voters and has applied the leader's log. mod, if not nil,
+// adjusts every node's configuration, on restarts too.
+func newCluster(t *testing.T, mod func(*node.Config)) *cluster {
 	t.Helper()
-	c := &testCluster{
-		t:     t,
-		mod:   mod,
-		trans: make([]*raft.InmemTransport, size),
-		nodes: make([]*Node, size),
-		cut:   make([]bool, size),
-		logs:  &logRecorder{t: t},
-	}
-	for i := range size {
-		c.ids = append(c.ids, fmt.Sprintf("n%d", i))
-		c.dirs = append(c.dirs, t.TempDir())
-	}
-	// Registered after the TempDirs, so it runs before they are removed.
-	t.Cleanup(c.stopAll)
-
-	c.start(0, true)
-	waitFor(t, "node n0 to bootstrap and lead", 5*time.Second, c.nodes[0].IsLeader)
-	ctx := ctxT(t, 20*time.Second)
-	for i := 1; i < size; i++ {
-		c.start(i, false)
-		id := c.ids[i]
-		if err := c.leader().Join(ctx, id, id, "api-"+id); err != nil {
-			t.Fatalf("join %s: %v", id, err)
-		}
-	}
-	c.eventually("every node to see all nodes as voters", 10*time.Second, func() error {
-		for i, n := range c.nodes {
-			voters := 0
-			for _, m := range n.Status().Members {
-				if m.Voter {
-					voters++
-				}
+	c := &cluster{t: t, Cluster: testcluster.Start(t, testcluster.Config{
+		Size:    3,
+		Network: localcluster.InMemory,
+		DataDir: t.TempDir(),
+		NoAPI:   true,
+		Node: func(cfg *node.Config) {
+			cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
+			if mod != nil {
+				mod(cfg)
 			}
-			if voters != size {
-				return fmt.Errorf("%s sees %d voters: %+v", c.ids[i], voters, n.Status().Members)
-			}
-		}
-		return nil
-	})
+		},
+	})}
 	c.waitConverged("the new cluster to converge")
 	return c
 }
 
-// start creates node i from its data directory with a fresh transport,
-// linked both ways to every running node that is not partitioned.
-func (c *testCluster) start(i int, bootstrap bool) *Node {
-	c.t.Helper()
-	addr, tr := raft.NewInmemTransport(raft.ServerAddress(c.ids[i]))
-	c.trans[i] = tr
-	c.cut[i] = false
-	for j, other := range c.nodes {
-		if j == i || other == nil || c.cut[j] {
-			continue
-		}
-		tr.Connect(raft.ServerAddress(c.ids[j]), c.trans[j])
-		c.trans[j].Connect(addr, tr)
-	}
-	cfg := testConfig(c.t, c.ids[i])
-	cfg.DataDir = c.dirs[i]
-	cfg.Transport = tr
-	cfg.Bootstrap = bootstrap
-	cfg.Logger = c.logs.logger(c.ids[i])
-	if c.mod != nil {
-		c.mod(&cfg)
-	}
-	n := mustNode(c.t, cfg)
-	c.nodes[i] = n
-	return n
-}
-
-// restart starts node i again from its data directory.
-func (c *testCluster) restart(i int) *Node {
-	c.t.Helper()
-	if c.nodes[i] != nil {
-		c.t.Fatalf("restart %s: it is still running", c.ids[i])
-	}
-	return c.start(i, false)
-}
-
-// crash stops node i as abruptly as raft allows (no leadership transfer)
-// and unlinks it from the others.
-func (c *testCluster) crash(i int) {
-	c.t.Helper()
-	n := c.nodes[i]
-	if n == nil {
-		c.t.Fatalf("crash %s: it is not running", c.ids[i])
-	}
-	c.unlink(i)
-	if err := n.stop(false); err != nil {
-		c.t.Errorf("crash %s: %v", c.ids[i], err)
-	}
-	c.nodes[i] = nil
-}
-
-// close shuts node i down gracefully (Close, which transfers leadership)
-// and unlinks it from the others.
-func (c *testCluster) close(i int) {
-	c.t.Helper()
-	if err := c.nodes[i].Close(); err != nil {
-		c.t.Errorf("close %s: %v", c.ids[i], err)
-	}
-	c.unlink(i)
-	c.nodes[i] = nil
-}
-
-func (c *testCluster) unlink(i int) {
-	addr := raft.ServerAddress(c.ids[i])
-	for j := range c.nodes {
-		if j != i && c.trans[j] != nil {
-			c.trans[j].Disconnect(addr)
+// others returns the running members other than m.
+func (c *cluster) others(m *testcluster.Member) []*testcluster.Member {
+	var out []*testcluster.Member
+	for _, o := range c.Running() {
+		if o != m {
+			out = append(out, o)
 		}
 	}
-	c.trans[i].DisconnectAll()
+	return out
 }
 
-// partition cuts every link between node i and the others.
-func (c *testCluster) partition(i int) {
-	c.unlink(i)
-	c.cut[i] = true
-}
-
-// heal links every pair of running nodes again.
-func (c *testCluster) heal() {
-	for i, a := range c.nodes {
-		c.cut[i] = false
-		for j, b := range c.nodes {
-			if i != j && a != nil && b != nil {
-				c.trans[i].Connect(raft.ServerAddress(c.ids[j]), c.trans[j])
-			}
-		}
-	}
-}
-
-func (c *testCluster) stopAll() {
-	for i, n := range c.nodes {
-		if n != nil {
-			if err := n.stop(false); err != nil {
-				c.t.Errorf("stop %s: %v", c.ids[i], err)
-			}
-			c.nodes[i] = nil
-		}
-	}
-	for _, tr := range c.trans {
-		if tr != nil {
-			tr.Close()
-		}
-	}
-}
-
-// running returns the indexes of the running nodes.
-func (c *testCluster) running() []int {
-	var idx []int
-	for i, n := range c.nodes {
-		if n != nil {
-			idx = append(idx, i)
-		}
-	}
-	return idx
-}
-
-// others returns the indexes of the running nodes other than i.
-func (c *testCluster) others(i int) []int {
-	var idx []int
-	for _, j := range c.running() {
-		if j != i {
-			idx = append(idx, j)
-		}
-	}
-	return idx
-}
-
-// leader waits until exactly one running node that is not partitioned
-// away leads (and has taken over), and returns it.
-func (c *testCluster) leader() *Node {
-	c.t.Helper()
-	return c.nodes[c.leaderIndex()]
-}
-
-func (c *testCluster) leaderIndex() int {
-	c.t.Helper()
-	var idx []int
-	for _, i := range c.running() {
-		if !c.cut[i] {
-			idx = append(idx, i)
-		}
-	}
-	return c.leaderAmong(idx...)
-}
-
-// leaderAmong waits until exactly one of the nodes idx leads and returns
-// its index.
-func (c *testCluster) leaderAmong(idx ...int) int {
-	c.t.Helper()
-	names := make([]string, len(idx))
-	for k, i := range idx {
-		names[k] = c.ids[i]
-	}
-	found := -1
-	c.eventually("exactly one leader among "+strings.Join(names, ","), 10*time.Second, func() error {
-		var leaders []string
-		found = -1
-		for _, i := range idx {
-			// IsLeader lags raft's step-down a little; ask both.
-			if n := c.nodes[i]; n != nil && n.IsLeader() && n.raft.State() == raft.Leader {
-				leaders = append(leaders, c.ids[i])
-				found = i
-			}
-		}
-		if len(leaders) != 1 {
-			return fmt.Errorf("leaders: %v", leaders)
-		}
-		return nil
-	})
-	return found
-}
-
-// eventually polls cond until it returns nil, or fails the test with what
-// was awaited and the last reason it was not there yet.
-func (c *testCluster) eventually(what string, timeout time.Duration, cond func() error) {
-	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+// within returns a context that ends after d or with the test.
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // stateBytes returns node n's lease state in the lease snapshot format,
 // which is deterministic: equal states give equal bytes.
-func stateBytes(t testing.TB, n *Node) []byte {
+func stateBytes(t testing.TB, n *node.Node) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	n.fsm.mu.RLock()
-	err := n.fsm.st.WriteSnapshot(&buf)
-	n.fsm.mu.RUnlock()
-	if err != nil {
+	if err := n.WriteState(&buf); err != nil {
 		t.Fatalf("write state of %s: %v", n.ID(), err)
 	}
 	return buf.Bytes()
@@ -295,7 +91,7 @@ func stateBytes(t testing.TB, n *Node) []byte {
 
 // stateCopy returns a private copy of node n's lease state, to query with
 // Apply without touching the node.
-func stateCopy(t testing.TB, n *Node) *lease.State {
+func stateCopy(t testing.TB, n *node.Node) *lease.State {
 	t.Helper()
 	st, err := lease.ReadSnapshot(bytes.NewReader(stateBytes(t, n)))
 	if err != nil {
@@ -306,15 +102,15 @@ func stateCopy(t testing.TB, n *Node) *lease.State {
 
 // waitConverged waits until every running node has applied the same raft
 // index and holds byte-identical lease state and the same members.
-func (c *testCluster) waitConverged(what string) {
+func (c *cluster) waitConverged(what string) {
 	c.t.Helper()
-	c.eventually(what+" (equal applied index and state on every running node)", 15*time.Second, func() error {
-		idx := c.running()
-		ref := c.nodes[idx[0]]
-		refApplied, refState := ref.raft.AppliedIndex(), stateBytes(c.t, ref)
-		for _, i := range idx[1:] {
-			n := c.nodes[i]
-			if a := n.raft.AppliedIndex(); a != refApplied {
+	testcluster.Eventually(c.t, what+" (equal applied index and state on every running node)", 15*time.Second, func() error {
+		running := c.Running()
+		ref := running[0].Node
+		refApplied, refState := ref.Status().AppliedIndex, stateBytes(c.t, ref)
+		for _, m := range running[1:] {
+			n := m.Node
+			if a := n.Status().AppliedIndex; a != refApplied {
 				return fmt.Errorf("%s applied index %d, %s %d", n.ID(), a, ref.ID(), refApplied)
 			}
 			if s := stateBytes(c.t, n); !bytes.Equal(s, refState) {
@@ -323,41 +119,6 @@ func (c *testCluster) waitConverged(what string) {
 		}
 		return nil
 	})
-}
-
-// logRecorder keeps every node log line of a cluster so that a test can
-// check what a node reported; warnings and errors also go to t.Log.
-type logRecorder struct {
-	t     testing.TB
-	mu    sync.Mutex
-	lines []string
-}
-
-func (r *logRecorder) logger(id string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(r, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", id)
-}
-
-func (r *logRecorder) Write(p []byte) (int, error) {
-	line := string(p)
-	r.mu.Lock()
-	r.lines = append(r.lines, line)
-	r.mu.Unlock()
-	if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
-		r.t.Log(line)
-	}
-	return len(p), nil
-}
-
-// logged reports whether node id logged a line containing msg.
-func (r *logRecorder) logged(id, msg string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, l := range r.lines {
-		if strings.Contains(l, "node="+id) && strings.Contains(l, msg) {
-			return true
-		}
-	}
-	return false
 }
 
 // doFunc proposes ops and returns their results, like Node.Do.
@@ -369,13 +130,13 @@ type doFunc func(ctx context.Context, ops ...lease.Op) ([]lease.Result, error)
 // pass ops that are safe to repeat: an acquire by the same holder renews
 // the same grant, a put of the same value with the same token is accepted
 // again, reads read.
-func (c *testCluster) do(ctx context.Context, ops ...lease.Op) ([]lease.Result, error) {
+func (c *cluster) do(ctx context.Context, ops ...lease.Op) ([]lease.Result, error) {
 	c.t.Helper()
 	for attempt := 1; ; attempt++ {
-		n := c.leader()
+		n := c.Leader().Node
 		res, err := n.Do(ctx, ops...)
 		if err == nil || attempt == 5 || ctx.Err() != nil ||
-			!(errors.Is(err, ErrNotLeader) || errors.Is(err, ErrIndeterminate) || errors.Is(err, ErrNoLeader)) {
+			!(errors.Is(err, node.ErrNotLeader) || errors.Is(err, node.ErrIndeterminate) || errors.Is(err, node.ErrNoLeader)) {
 			return res, err
 		}
 		c.t.Logf("leadership moved while %s served %d ops; retrying: %v", n.ID(), len(ops), err)
@@ -507,7 +268,7 @@ func (l *ledger) verify(t testing.TB, ctx context.Context, do doFunc) {
 
 // verifyState checks the same against a copy of node n's applied state,
 // which works on followers too.
-func (l *ledger) verifyState(t testing.TB, n *Node) {
+func (l *ledger) verifyState(t testing.TB, n *node.Node) {
 	t.Helper()
 	st := stateCopy(t, n)
 	l.mu.Lock()
@@ -565,15 +326,15 @@ func checkNewToken(t testing.TB, ctx context.Context, do doFunc, name string, ab
 }
 
 func TestClusterLeaderKilled(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	ctx := ctxT(t, 30*time.Second)
+	c := newCluster(t, nil)
+	ctx := within(t, 30*time.Second)
 	led := newLedger()
 	led.fill(t, ctx, c.do, "a", 4)
 
 	// Keep acquiring and writing through the leader while it is killed;
 	// what it acknowledged before dying must survive.
-	li := c.leaderIndex()
-	old := c.nodes[li]
+	lm := c.Leader()
+	old := lm.Node
 	done := make(chan error, 1)
 	go func() {
 		for i := 0; ; i++ {
@@ -592,18 +353,20 @@ func TestClusterLeaderKilled(t *testing.T) {
 			led.wrote(name+"/k", val, res.Lease.Token)
 		}
 	}()
-	waitFor(t, "the leader to acknowledge 5 background grants", 10*time.Second, func() bool {
-		n, _ := led.size()
-		return n >= 4+5
+	testcluster.Eventually(t, "the leader to acknowledge 5 background grants", 10*time.Second, func() error {
+		if n, _ := led.size(); n < 4+5 {
+			return fmt.Errorf("%d grants", n)
+		}
+		return nil
 	})
-	c.crash(li)
+	c.Crash(lm)
 	err := <-done
-	if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrIndeterminate) && !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("background writer on the killed leader ended with %v, want %v, %v or %v", err, ErrClosed, ErrIndeterminate, ErrNotLeader)
+	if !errors.Is(err, node.ErrClosed) && !errors.Is(err, node.ErrIndeterminate) && !errors.Is(err, node.ErrNotLeader) {
+		t.Fatalf("background writer on the killed leader ended with %v, want %v, %v or %v", err, node.ErrClosed, node.ErrIndeterminate, node.ErrNotLeader)
 	}
 
 	start := time.Now()
-	nl := c.leader()
+	nl := c.Leader().Node
 	el := time.Since(start)
 	if el > 5*time.Second {
 		t.Errorf("electing a new leader took %s", el)
@@ -615,16 +378,16 @@ func TestClusterLeaderKilled(t *testing.T) {
 }
 
 func TestClusterPartitionedLeader(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	ctx := ctxT(t, 30*time.Second)
+	c := newCluster(t, nil)
+	ctx := within(t, 30*time.Second)
 	led := newLedger()
 	led.fill(t, ctx, c.do, "p", 2)
 	a := led.grant(t, ctx, c.do, "shared", "h1")
 	led.put(t, ctx, c.do, "shared/k", "v1", a)
 
-	li := c.leaderIndex()
-	old := c.nodes[li]
-	c.partition(li)
+	lm := c.Leader()
+	old := lm.Node
+	c.Partition(lm)
 
 	// Without a quorum the old leader cannot commit: the acquire fails
 	// (leadership lost, not leader, or the context ends) and grants
@@ -680,15 +443,15 @@ func TestClusterPartitionedLeader(t *testing.T) {
 	}
 	before := led.max()
 
-	c.heal()
-	c.eventually("the old leader "+old.ID()+" to follow after healing", 10*time.Second, func() error {
-		if old.IsLeader() || old.raft.State() == raft.Leader {
-			return fmt.Errorf("%s still leads (%s)", old.ID(), old.raft.State())
+	c.Heal()
+	testcluster.Eventually(t, "the old leader "+old.ID()+" to follow after healing", 10*time.Second, func() error {
+		if st := old.Status().State; old.IsLeader() || strings.HasPrefix(st, "leader") {
+			return fmt.Errorf("%s still leads (%s)", old.ID(), st)
 		}
 		return nil
 	})
 	c.waitConverged("the old leader to catch up after healing")
-	if got, want := old.Status().LastToken, c.leader().Status().LastToken; got != want {
+	if got, want := old.Status().LastToken, c.Leader().Node.Status().LastToken; got != want {
 		t.Fatalf("old leader's last token %d, leader's %d", got, want)
 	}
 	led.verifyState(t, old)
@@ -700,20 +463,20 @@ func TestClusterPartitionedLeader(t *testing.T) {
 }
 
 func TestClusterFollowerRestart(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	ctx := ctxT(t, 30*time.Second)
+	c := newCluster(t, nil)
+	ctx := within(t, 30*time.Second)
 	led := newLedger()
 	led.fill(t, ctx, c.do, "before", 3)
 
-	fi := c.others(c.leaderIndex())[0]
-	c.crash(fi)
+	fm := c.others(c.Leader())[0]
+	c.Crash(fm)
 	led.fill(t, ctx, c.do, "during", 5)
 	// Overwrite an earlier key while the follower is down.
 	led.put(t, ctx, c.do, "before0/k1", "rewritten", led.lease("before0"))
 
-	f := c.restart(fi)
+	f := c.Restart(fm)
 	c.waitConverged("restarted follower " + f.ID() + " to catch up")
-	if got, want := f.Status().LastToken, c.leader().Status().LastToken; got != want {
+	if got, want := f.Status().LastToken, c.Leader().Node.Status().LastToken; got != want {
 		t.Fatalf("restarted follower's last token %d, leader's %d", got, want)
 	}
 	led.verifyState(t, f)
@@ -721,34 +484,34 @@ func TestClusterFollowerRestart(t *testing.T) {
 }
 
 func TestClusterFullRestart(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	ctx := ctxT(t, 30*time.Second)
+	c := newCluster(t, nil)
+	ctx := within(t, 30*time.Second)
 	led := newLedger()
 	led.fill(t, ctx, c.do, "r", 5)
 	maxToken := led.max()
 
-	for _, i := range c.running() {
-		c.crash(i)
+	for _, m := range c.Members() {
+		c.Crash(m)
 	}
-	for i := range c.nodes {
-		c.restart(i)
+	for _, m := range c.Members() {
+		c.Restart(m)
 	}
 	led.verify(t, ctx, c.do)
 	checkNewToken(t, ctx, c.do, "after-restart", maxToken)
 	c.waitConverged("all nodes to converge after the full restart")
-	for _, i := range c.running() {
-		led.verifyState(t, c.nodes[i])
+	for _, m := range c.Members() {
+		led.verifyState(t, m.Node)
 	}
 }
 
 func TestClusterSnapshotCompaction(t *testing.T) {
 	const trailing = 16
-	c := newTestCluster(t, 3, func(cfg *Config) {
+	c := newCluster(t, func(cfg *node.Config) {
 		cfg.SnapshotThreshold = 64
 		cfg.SnapshotInterval = 100 * time.Millisecond
 		cfg.TrailingLogs = trailing
 	})
-	ctx := ctxT(t, 40*time.Second)
+	ctx := within(t, 40*time.Second)
 	led := newLedger()
 
 	// One op per raft entry: each call waits for the previous one.
@@ -763,14 +526,10 @@ func TestClusterSnapshotCompaction(t *testing.T) {
 		}
 	}
 	churn("s", 100)
-	snapIndex := func(n *Node) uint64 {
-		v, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
-		return v
-	}
-	c.eventually("every node to take a snapshot", 10*time.Second, func() error {
-		for _, i := range c.running() {
-			if snapIndex(c.nodes[i]) == 0 {
-				return fmt.Errorf("%s has no snapshot yet", c.ids[i])
+	testcluster.Eventually(t, "every node to take a snapshot", 10*time.Second, func() error {
+		for _, m := range c.Running() {
+			if m.Node.SnapshotIndex() == 0 {
+				return fmt.Errorf("%s has no snapshot yet", m.ID)
 			}
 		}
 		return nil
@@ -779,16 +538,16 @@ func TestClusterSnapshotCompaction(t *testing.T) {
 
 	// Restart a follower from disk: it restores its own snapshot, then
 	// replays the log entries after it.
-	fi := c.others(c.leaderIndex())[0]
-	c.crash(fi)
-	fSnap := diskSnapshot(t, c.dirs[fi])
-	first, last := logBounds(t, c.dirs[fi])
+	fm := c.others(c.Leader())[0]
+	c.Crash(fm)
+	fSnap := diskSnapshot(t, fm.DataDir)
+	first, last := logBounds(t, fm.DataDir)
 	if first <= 1 || first > fSnap+1 {
-		t.Fatalf("%s's log was not compacted: it holds entries %d..%d with a snapshot at %d", c.ids[fi], first, last, fSnap)
+		t.Fatalf("%s's log was not compacted: it holds entries %d..%d with a snapshot at %d", fm.ID, first, last, fSnap)
 	}
-	t.Logf("%s crashed with a snapshot at %d and log entries %d..%d", c.ids[fi], fSnap, first, last)
-	f := c.restart(fi)
-	if got := f.raft.AppliedIndex(); got < fSnap {
+	t.Logf("%s crashed with a snapshot at %d and log entries %d..%d", fm.ID, fSnap, first, last)
+	f := c.Restart(fm)
+	if got := f.Status().AppliedIndex; got < fSnap {
 		t.Fatalf("restarted %s applied index %d, below its snapshot at %d: the snapshot was not restored", f.ID(), got, fSnap)
 	}
 	c.waitConverged("restarted follower " + f.ID() + " to catch up from its own snapshot and log")
@@ -796,19 +555,19 @@ func TestClusterSnapshotCompaction(t *testing.T) {
 
 	// Crash it again and let the leader compact past the end of its log:
 	// on restart the leader must send it a snapshot.
-	c.crash(fi)
-	_, last = logBounds(t, c.dirs[fi])
-	for snapIndex(c.leader()) <= last+trailing+8 {
+	c.Crash(fm)
+	_, last = logBounds(t, fm.DataDir)
+	for c.Leader().Node.SnapshotIndex() <= last+trailing+8 {
 		churn("t", 20)
 	}
-	f = c.restart(fi)
+	f = c.Restart(fm)
 	c.waitConverged("restarted follower " + f.ID() + " to catch up from the leader's snapshot")
-	if got := snapIndex(f); got <= last {
+	if got := f.SnapshotIndex(); got <= last {
 		t.Fatalf("%s's snapshot index %d is not past its old log end %d: no snapshot was installed", f.ID(), got, last)
 	}
 	led.verifyState(t, f)
 	led.verify(t, ctx, c.do)
-	t.Logf("%d ops; leader's snapshot at %d", ops, snapIndex(c.leader()))
+	t.Logf("%d ops; leader's snapshot at %d", ops, c.Leader().Node.SnapshotIndex())
 }
 
 // diskSnapshot returns the index of the newest snapshot in a stopped
@@ -848,20 +607,20 @@ func logBounds(t testing.TB, dir string) (first, last uint64) {
 }
 
 func TestClusterTransferLeadership(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	ctx := ctxT(t, 30*time.Second)
+	c := newCluster(t, nil)
+	ctx := within(t, 30*time.Second)
 	led := newLedger()
 	led.fill(t, ctx, c.do, "x", 3)
 
-	li := c.leaderIndex()
-	l := c.nodes[li]
+	lm := c.Leader()
+	l := lm.Node
 	id, err := l.TransferLeadership(ctx, "")
 	if err != nil {
 		t.Fatalf("transfer leadership away from %s: %v", l.ID(), err)
 	}
-	ni := c.leaderIndex()
-	nl := c.nodes[ni]
-	if ni == li {
+	nm := c.Leader()
+	nl := nm.Node
+	if nm == lm {
 		t.Fatalf("%s still leads after transferring leadership", l.ID())
 	}
 	if id != nl.ID() {
@@ -871,15 +630,15 @@ func TestClusterTransferLeadership(t *testing.T) {
 	led.fill(t, ctx, c.do, "y", 3)
 
 	// A graceful Close of the leader hands leadership over first.
-	ni = c.leaderIndex()
-	nl = c.nodes[ni]
+	nm = c.Leader()
+	nl = nm.Node
 	start := time.Now()
-	c.close(ni)
+	c.Stop(nm)
 	closed := time.Since(start)
-	ml := c.leader()
+	ml := c.Leader().Node
 	el := time.Since(start)
 	t.Logf("closed leader %s in %s; %s led after %s", nl.ID(), closed, ml.ID(), el)
-	if !c.logs.logged(nl.ID(), "transferred leadership before shutdown") {
+	if !c.Logged(nm, "transferred leadership before shutdown") {
 		t.Errorf("closing leader %s did not transfer leadership", nl.ID())
 	}
 	if el > 2*time.Second {

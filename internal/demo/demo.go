@@ -74,35 +74,34 @@ func runInProcess(ctx context.Context, cfg *Config, tl *timeline) ([]Result, err
 		logs = cfg.Stderr
 	}
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	cl, err := startCluster(sctx, 3, logs)
-	cancel()
+	defer cancel()
+	cl, err := startCluster(sctx, logs)
 	if err != nil {
 		return nil, err
 	}
-	defer cl.close()
-
-	leader := "none"
-	if l := cl.leader(); l != nil {
-		leader = l.id
+	defer cl.Close()
+	leader, err := cl.WaitLeader(sctx)
+	if err != nil {
+		return nil, err
 	}
-	ids := make([]string, len(cl.members))
-	for i, m := range cl.members {
-		ids[i] = m.id
+	var ids []string
+	for _, m := range cl.Members() {
+		ids = append(ids, m.ID)
 	}
 	tl.intro([]string{
-		fmt.Sprintf("tenure demo: a %d-node lease cluster inside this process (%s; leader %s),", len(ids), strings.Join(ids, ", "), leader),
-		"raft over loopback TCP, API servers on " + strings.Join(cl.endpoints(), ", ") + ".",
+		fmt.Sprintf("tenure demo: a %d-node lease cluster inside this process (%s; leader %s),", len(ids), strings.Join(ids, ", "), leader.ID),
+		"raft over loopback TCP, API servers on " + strings.Join(cl.Endpoints(), ", ") + ".",
 		fmt.Sprintf("Workers A, B and C are goroutines using the Go client. Lease TTL %s, A's pause %s.", fmtDuration(cfg.TTL), fmtDuration(cfg.Pause)),
 		"TIME is seconds since the scenario began.",
-	}, map[string]any{"mode": "in-process", "nodes": ids, "leader": leader, "endpoints": cl.endpoints(),
+	}, map[string]any{"mode": "in-process", "nodes": ids, "leader": leader.ID, "endpoints": cl.Endpoints(),
 		"ttl": fmtDuration(cfg.TTL), "pause": fmtDuration(cfg.Pause)})
 
-	reader, err := newClient(cl.endpoints())
+	reader, err := newClient(cl.Endpoints())
 	if err != nil {
 		return nil, err
 	}
 	defer reader.Close()
-	procs := &inProcess{endpoints: cl.endpoints(), mem: newMemStore()}
+	procs := &inProcess{endpoints: cl.Endpoints(), mem: newMemStore()}
 
 	var results []Result
 	for i, sc := range cfg.Scenarios {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/internal/localcluster"
 )
 
 // runFailover runs the Failover scenario on the embedded cluster:
@@ -19,7 +20,7 @@ import (
 //	C  acquire: a token larger than t
 //
 // It crashes a node of cl, so it runs last.
-func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *cluster) (Result, error) {
+func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *localcluster.Cluster) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.TTL+30*time.Second)
 	defer cancel()
 	res := Result{Scenario: Failover}
@@ -29,14 +30,14 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *cluster) (R
 	}
 	const leaseName = "demo/failover"
 
-	old, err := cl.waitLeader(ctx)
+	old, err := cl.WaitLeader(ctx)
 	if err != nil {
 		return res, err
 	}
 	tl.record(Event{Actor: "cluster", Op: "start",
-		Text: fmt.Sprintf("%d voters, %s leads; B's client knows all", len(cl.live()), old.id)})
+		Text: fmt.Sprintf("%d voters, %s leads; B's client knows all", len(cl.Running()), old.ID)})
 
-	b, err := newClient(cl.endpoints())
+	b, err := newClient(cl.Endpoints())
 	if err != nil {
 		return res, err
 	}
@@ -68,8 +69,10 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *cluster) (R
 	}
 
 	crashed := time.Now()
-	cl.crash(old)
-	tl.record(Event{Actor: "cluster", Op: "crash", Text: fmt.Sprintf("%s, the leader, crashes", old.id),
+	if err := cl.Crash(old); err != nil {
+		return res, err
+	}
+	tl.record(Event{Actor: "cluster", Op: "crash", Text: fmt.Sprintf("%s, the leader, crashes", old.ID),
 		Outcome: "crashed", Tone: ToneWait})
 	tl.record(Event{Actor: "B", Op: "renew", Text: "renew " + leaseName + " via any live node",
 		Token: token, Outcome: "retrying", Tone: ToneWait})
@@ -82,13 +85,13 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *cluster) (R
 		l, err := renewThroughFailover(ctx, tl, b, leaseName, token)
 		renewed <- renewal{l, err}
 	}()
-	nl, err := cl.waitLeader(ctx)
+	nl, err := cl.WaitLeader(ctx)
 	if err != nil {
 		<-renewed
 		return res, err
 	}
 	tl.record(Event{Actor: "cluster", Op: "elected",
-		Text:    fmt.Sprintf("%s elected, %s after the crash", nl.id, fmtDuration(time.Since(crashed).Round(time.Millisecond))),
+		Text:    fmt.Sprintf("%s elected, %s after the crash", nl.ID, fmtDuration(time.Since(crashed).Round(time.Millisecond))),
 		Outcome: "leader", Tone: ToneGood})
 	r := <-renewed
 	if r.err != nil {
@@ -141,7 +144,7 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *cluster) (R
 		return fail("B could not release its lease: %v", err)
 	}
 
-	c, err := newClient(cl.endpoints())
+	c, err := newClient(cl.Endpoints())
 	if err != nil {
 		return res, err
 	}
@@ -166,7 +169,7 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *cluster) (R
 
 	res.Passed = true
 	res.Summary = fmt.Sprintf("B kept token %d through the crash of %s (%s took over), none of its %d acknowledged writes was lost, and the next grant got the larger token %d.",
-		token, old.id, nl.id, len(written), lc.Token)
+		token, old.ID, nl.ID, len(written), lc.Token)
 	return res, nil
 }
 

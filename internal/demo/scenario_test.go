@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,15 +16,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/internal/localcluster"
 )
 
-func TestMain(m *testing.M) {
-	// raft's NetworkTransport.Close closes neither the connections it
-	// accepted nor its pooled outgoing ones, so after the embedded
-	// cluster stops, each node's handler of a peer's connection waits in
-	// a read until the process exits. Everything else must stop.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/hashicorp/raft.(*NetworkTransport).handleConn"))
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Short timing for tests: the cluster's minimum TTL, and a pause that
 // leaves B 500ms after A's lease expired to take over and write.
@@ -46,20 +42,24 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// mustCluster starts an embedded cluster whose logs go to the test log.
-func mustCluster(t *testing.T) *cluster {
+// mustCluster starts an embedded cluster.
+func mustCluster(t *testing.T) *localcluster.Cluster {
 	t.Helper()
-	cl, err := startCluster(ctxT(t, 20*time.Second), 3, io.Discard)
+	cl, err := startCluster(ctxT(t, 20*time.Second), io.Discard)
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
-	t.Cleanup(cl.close)
+	t.Cleanup(func() {
+		if err := cl.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return cl
 }
 
-func mustClient(t *testing.T, cl *cluster) *client.Client {
+func mustClient(t *testing.T, cl *localcluster.Cluster) *client.Client {
 	t.Helper()
-	c, err := newClient(cl.endpoints())
+	c, err := newClient(cl.Endpoints())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func one(t *testing.T, out, actor, op string, i int) Event {
 func TestScenarios(t *testing.T) {
 	cl := mustCluster(t)
 	c := mustClient(t, cl)
-	procs := &inProcess{endpoints: cl.endpoints(), mem: newMemStore()}
+	procs := &inProcess{endpoints: cl.Endpoints(), mem: newMemStore()}
 
 	run := func(t *testing.T, sc Scenario, f func(cfg *Config, tl *timeline) (Result, error)) (Result, string) {
 		t.Helper()
@@ -191,15 +191,18 @@ func TestScenarios(t *testing.T) {
 	})
 
 	t.Run("failover", func(t *testing.T) {
-		old := cl.leader()
+		old, err := cl.WaitLeader(ctxT(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
 		r, out := run(t, Failover, func(cfg *Config, tl *timeline) (Result, error) {
 			return runFailover(ctxT(t, 30*time.Second), tl, cfg, cl)
 		})
 		if !r.Passed {
 			t.Fatalf("not as expected: %s", r.Summary)
 		}
-		if !old.crashed {
-			t.Fatalf("the old leader %s was not crashed", old.id)
+		if slices.Contains(cl.Running(), old) {
+			t.Fatalf("the old leader %s was not crashed", old.ID)
 		}
 		b := one(t, out, "B", "acquire", 0)
 		renews := events(t, out, "B", "renew")

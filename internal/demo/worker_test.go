@@ -99,7 +99,7 @@ func TestWorkerProcessOutput(t *testing.T) {
 	cl := mustCluster(t)
 	spec := workerSpec{Actor: "B", Lease: "demo/worker", TTL: testTTL, Wait: 5 * time.Second, Store: storeKV,
 		Key: "w", Writes: []string{"B-1"}, GapKind: gapWork, Release: true}
-	w, err := ParseWorker(spec.args(cl.endpoints()))
+	w, err := ParseWorker(spec.args(cl.Endpoints()))
 	if err != nil {
 		t.Fatal(err)
 	}
