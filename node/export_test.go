@@ -3,6 +3,8 @@ package node
 import (
 	"io"
 	"strconv"
+
+	"github.com/hashicorp/raft"
 )
 
 // For the cluster tests in package node_test, which cannot be in package
@@ -21,3 +23,18 @@ func (n *Node) SnapshotIndex() uint64 {
 	v, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
 	return v
 }
+
+// SetAfterBarrier makes every takeover of a node made with cfg call f
+// right after its barrier, with a channel closed when the term ends.
+func SetAfterBarrier(cfg *Config, f func(n *Node, termEnded <-chan struct{})) {
+	cfg.afterBarrier = func(n *Node, t *leaderTerm) { f(n, t.ctx.Done()) }
+}
+
+// RaftState returns raft's own view of n's role.
+func (n *Node) RaftState() raft.RaftState { return n.raft.State() }
+
+// TransferAway asks raft to hand n's leadership to another voter.
+func (n *Node) TransferAway() error { return n.raft.LeadershipTransfer().Error() }
+
+// Snapshot takes a raft snapshot now.
+func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }

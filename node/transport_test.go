@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,7 +43,46 @@ func viewOf(t *testing.T, n *Node) raftView {
 	if err := f.Error(); err != nil {
 		t.Fatal(err)
 	}
-	return raftView{n.raft.CurrentTerm(), n.raft.LastIndex(), stateBytes(t, n), len(f.Configuration().Servers)}
+	var state bytes.Buffer
+	if err := n.WriteState(&state); err != nil {
+		t.Fatal(err)
+	}
+	return raftView{n.raft.CurrentTerm(), n.raft.LastIndex(), state.Bytes(), len(f.Configuration().Servers)}
+}
+
+// logRecorder keeps the log lines of some nodes for a test to look at;
+// warnings and errors also go to t.Log.
+type logRecorder struct {
+	t     testing.TB
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *logRecorder) logger(id string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(r, nil)).With("node", id)
+}
+
+func (r *logRecorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	line := string(p)
+	r.lines = append(r.lines, line)
+	if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+		r.t.Log(line)
+	}
+	return len(p), nil
+}
+
+// logged reports whether node id logged a line containing msg.
+func (r *logRecorder) logged(id, msg string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.lines {
+		if strings.Contains(l, "node="+id) && strings.Contains(l, msg) {
+			return true
+		}
+	}
+	return false
 }
 
 // Raft traffic from a node of another cluster is refused before raft sees

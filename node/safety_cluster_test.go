@@ -1,0 +1,147 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/tenure-io/tenure/node"
+)
+
+// A leader that loses leadership right after its takeover barrier must not
+// publish the dead term: it would claim to lead as a follower (and stop
+// forwarding), and if it led again it would stamp batches with the dead
+// term's base plus the whole leaderless gap.
+func TestTakeoverLostAfterBarrier(t *testing.T) {
+	var hook atomic.Pointer[func(n *node.Node, termEnded <-chan struct{})]
+	c := newCluster(t, func(cfg *node.Config) {
+		node.SetAfterBarrier(cfg, func(n *node.Node, termEnded <-chan struct{}) {
+			if h := hook.Load(); h != nil {
+				(*h)(n, termEnded)
+			}
+		})
+	})
+	lm := c.Leader()
+	victim := c.others(lm)[0].Node
+	fired := make(chan string, 1)
+	h := func(n *node.Node, termEnded <-chan struct{}) {
+		if n != victim {
+			return
+		}
+		select {
+		case fired <- n.ID():
+		default:
+			return // only the first takeover
+		}
+		// Hand leadership on at once (a transfer times out after an
+		// election timeout when the target is slow to answer: try
+		// again), and wait until the node's leadership watcher has
+		// ended this term.
+		var err error
+		for range 20 {
+			if err = n.TransferAway(); err == nil || n.RaftState() != raft.Leader {
+				break
+			}
+		}
+		if n.RaftState() == raft.Leader {
+			t.Errorf("transfer away from %s: %v", n.ID(), err)
+			return
+		}
+		select {
+		case <-termEnded:
+		case <-time.After(10 * time.Second):
+			t.Errorf("the term of %s was not ended after it lost leadership", n.ID())
+		}
+	}
+	hook.Store(&h)
+	// The transfer call waits to see a new leader; leadership may come
+	// straight back to it, so bound the wait and look at the hook.
+	tctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := lm.Node.TransferLeadership(tctx, victim.ID())
+	cancel()
+	if err != nil {
+		t.Fatalf("transfer to %s: %v", victim.ID(), err)
+	}
+	ctx := within(t, 20*time.Second)
+	select {
+	case <-fired:
+	case <-ctx.Done():
+		t.Fatalf("%s never took over", victim.ID())
+	}
+	hook.Store(nil)
+	nl := c.Leader() // exactly one node leads in raft and has taken over
+	testEventually(t, victim.ID()+" to stop claiming leadership", 5*time.Second, func() error {
+		if victim.RaftState() != raft.Leader && victim.IsLeader() {
+			return fmt.Errorf("%s is a raft %s but IsLeader() says it leads (leader is %s)",
+				victim.ID(), victim.RaftState(), nl.ID)
+		}
+		return nil
+	})
+	// And the cluster keeps serving.
+	led := newLedger()
+	led.grant(t, ctx, c.do, "after-flap", "h")
+	led.verify(t, ctx, c.do)
+}
+
+// A follower that installs a snapshot from the leader skips the events of
+// the entries the snapshot covers: its watches must end (the client then
+// watches again and reports a reset) instead of going on silently.
+func TestSnapshotInstallEndsWatches(t *testing.T) {
+	const trailing = 8
+	c := newCluster(t, func(cfg *node.Config) {
+		cfg.SnapshotThreshold = 1 << 20 // snapshots only when the test asks
+		cfg.TrailingLogs = trailing
+	})
+	ctx := within(t, 30*time.Second)
+	led := newLedger()
+	lm := c.Leader()
+	fm := c.others(lm)[0]
+	f := fm.Node
+	w, err := f.Watch("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Cancel()
+	c.Partition(fm)
+	led.fill(t, ctx, c.do, "lagged/", 20)
+	if err := c.Leader().Node.Snapshot(); err != nil {
+		t.Fatalf("snapshot on the leader: %v", err)
+	}
+	c.Heal()
+	c.waitConverged("the partitioned follower to catch up from the leader's snapshot")
+	for {
+		select {
+		case _, ok := <-w.Events:
+			if ok {
+				continue // events applied before the install are fine
+			}
+			if !errors.Is(w.Err(), node.ErrWatchReset) {
+				t.Fatalf("watch ended with %v, want ErrWatchReset", w.Err())
+			}
+			led.verifyState(t, f)
+			return
+		case <-ctx.Done():
+			t.Fatalf("%s installed a snapshot but its watch is still open: the events it skipped are lost silently", f.ID())
+		}
+	}
+}
+
+func testEventually(t *testing.T, what string, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
