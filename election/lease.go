@@ -272,8 +272,16 @@ func (l *Lease) Release(ctx context.Context) error {
 // Resign is Release, named for elections: it gives up the leadership.
 func (l *Lease) Resign(ctx context.Context) error { return l.Release(ctx) }
 
-// endedErr returns why the lease ended, or nil while it is live.
+// endedErr returns why the lease ended, or nil while it is live. A lease
+// whose deadline has passed ends here and now, even if its timer has not
+// fired yet.
 func (l *Lease) endedErr() error {
+	l.mu.Lock()
+	due := !l.state.ended() && !time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if due {
+		l.expire()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.state.ended() {
@@ -284,7 +292,8 @@ func (l *Lease) endedErr() error {
 
 // Put writes value under key in the cluster's fenced key-value store with
 // this lease's token, and returns the store revision of the write. Once
-// the lease ended locally, Put fails without a request with its Err. The
+// the lease ended locally (its context ended, or its deadline passed), Put
+// fails without a request with its Err. The
 // server refuses the write (client.ErrStaleToken) unless the token is the
 // current, unexpired grant and no newer token wrote key. Like
 // client.Client.Put it is not retried once possibly delivered.

@@ -49,6 +49,12 @@ type Session struct {
 	mu      sync.Mutex
 	leases  map[string]*Lease
 	pending map[string]bool // names being acquired
+	// used is the highest token of every grant the session handed out,
+	// by name: a new term must start with a larger one. lost holds the
+	// token of a name's last term if it was lost (the server may still
+	// hold it).
+	used    map[string]uint64
+	lost    map[string]uint64
 	closed  bool
 	retryAt time.Time // after a failed renewal: when to try again
 }
@@ -72,6 +78,8 @@ func New(c Client, cfg Config) (*Session, error) {
 		loopDone: make(chan struct{}),
 		leases:   make(map[string]*Lease),
 		pending:  make(map[string]bool),
+		used:     make(map[string]uint64),
+		lost:     make(map[string]uint64),
 	}
 	go s.loop()
 	return s, nil
@@ -124,8 +132,26 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lease, 
 	if wait {
 		opts = append(opts, client.Wait(acquireWait))
 	}
+	if old := s.lostToken(name); old > 0 {
+		// The last term was lost here, before the server's expiry: the
+		// server may still hold it. Free it, so that the new term gets
+		// a new token at once instead of a renewal of the old one.
+		s.releaseQuietly(ctx, client.Lease{Name: name, Token: old})
+	}
 	for {
 		cl, err := s.c.Acquire(ctx, name, s.cfg.Holder, s.cfg.TTL, opts...)
+		if err == nil && cl.Token <= s.usedToken(name) {
+			// The server renewed a grant of an earlier term (acquire by
+			// the holder is a renewal). Every term has its own token:
+			// release that grant and ask again.
+			s.releaseQuietly(ctx, cl)
+			select {
+			case <-ctx.Done():
+				err = ctx.Err()
+			case <-time.After(s.retryPause()):
+				continue
+			}
+		}
 		switch {
 		case err == nil:
 		case s.ctx.Err() != nil:
@@ -225,6 +251,8 @@ func (s *Session) register(cl client.Lease) (*Lease, error) {
 	closed := s.closed
 	if !closed {
 		s.leases[l.name] = l
+		s.used[l.name] = max(s.used[l.name], l.token)
+		delete(s.lost, l.name)
 	}
 	s.mu.Unlock()
 	if closed {
@@ -236,6 +264,20 @@ func (s *Session) register(cl client.Lease) (*Lease, error) {
 	}
 	s.kick()
 	return l, nil
+}
+
+// usedToken returns the highest token the session handed out for name.
+func (s *Session) usedToken(name string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used[name]
+}
+
+// lostToken returns the token of name's last term if it was lost.
+func (s *Session) lostToken(name string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost[name]
 }
 
 func (s *Session) reserve(name string) error {
@@ -257,12 +299,18 @@ func (s *Session) unreserve(name string) {
 	delete(s.pending, name)
 }
 
-// forget stops renewing l.
+// forget stops renewing l, which has ended.
 func (s *Session) forget(l *Lease) {
+	lost := l.State() == Lost
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.leases[l.name] == l {
 		delete(s.leases, l.name)
+	}
+	if lost {
+		s.lost[l.name] = l.token
+	} else if s.lost[l.name] == l.token {
+		delete(s.lost, l.name)
 	}
 }
 

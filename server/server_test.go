@@ -245,3 +245,36 @@ func TestWatchOnFollowerSeesCommittedEvents(t *testing.T) {
 		t.Fatalf("event %v, want GRANTED w/2 with token %d and an index", ev, second.Msg.GetLease().GetToken())
 	}
 }
+
+// A wait forwarded by a follower lasts as long as the wait, not only the
+// forwarding timeout: cut short, the waiter would leave the queue.
+func TestForwardedWaitOutlivesForwardTimeout(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Config{Size: 3, ElectionTimeout: 300 * time.Millisecond, MinTTL: time.Second,
+		ForwardTimeout: 300 * time.Millisecond})
+	l := c.Leader()
+	var follower peer
+	for _, m := range c.Members() {
+		if m != l {
+			follower = dial(t, m.Addr)
+			break
+		}
+	}
+	leader := dial(t, l.Addr)
+	ctx := ctxT(t)
+	// a holds the name for 2s and never renews it.
+	a, err := leader.lease.Acquire(ctx, acquireReq("jobs/w", "a", 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := acquireReq("jobs/w", "b", 2*time.Second)
+	req.Msg.Wait = true // no wait timeout: the server's maximum
+	start := time.Now()
+	// No deadline: the forwarding timeout is what applies.
+	res, err := follower.lease.Acquire(context.Background(), req)
+	if err != nil {
+		t.Fatalf("waited acquire through a follower failed after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	if got := res.Msg.GetLease(); got.GetHolder() != "b" || got.GetToken() <= a.Msg.GetLease().GetToken() {
+		t.Fatalf("waited acquire returned %v", got)
+	}
+}

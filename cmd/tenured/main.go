@@ -54,7 +54,10 @@ type options struct {
 const faultClockRateFlag = "fault-inject-clock-rate"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -152,7 +155,8 @@ func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
 }
 
-func run(args []string, stderr io.Writer) int {
+// run runs tenured until ctx ends and returns its exit code.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -166,8 +170,6 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tenured: %v\n", err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := serve(ctx, o, log, stderr); err != nil {
 		fmt.Fprintf(stderr, "tenured: %v\n", err)
 		return 1

@@ -64,6 +64,9 @@ type Config struct {
 	Log slog.Handler
 	// RaftLog receives hashicorp/raft's own logs. Default: discarded.
 	RaftLog io.Writer
+	// ForwardTimeout bounds a request a follower forwards to the leader
+	// without a deadline of its own. Default: the server's (30s).
+	ForwardTimeout time.Duration
 	// Node, if set, adjusts each member's node configuration after the
 	// settings above, at every start.
 	Node func(*node.Config)
@@ -227,7 +230,7 @@ func (c *Cluster) start(m *Member, bootstrap bool) (err error) {
 	}
 	if !c.cfg.NoAPI {
 		undo = append(undo, n.Abort)
-		if m.srv, err = server.New(server.Config{Node: n, Logger: cfg.Logger, Registry: prometheus.NewRegistry()}); err != nil {
+		if m.srv, err = server.New(server.Config{Node: n, Logger: cfg.Logger, Registry: prometheus.NewRegistry(), ForwardTimeout: c.cfg.ForwardTimeout}); err != nil {
 			return err
 		}
 		m.http = server.NewHTTPServer(m.Addr, m.srv.Handler())

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// initDataDir runs tenured on a new data directory until it leads, then
+// stops it.
+func initDataDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0",
+			"--election-timeout", "100ms", "--raft-log-level", "error"}, &out)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "msg=leading") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("tenured did not lead within 20s; its log:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("tenured exited %d after a normal stop; its log:\n%s", c, out.String())
+	}
+	return dir
+}
+
+func listing(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if d.IsDir() {
+			lines = append(lines, rel+"/")
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, fmt.Sprintf("%s %d %x", rel, len(data), sha256.Sum256(data)))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// tenured refuses a damaged data directory: exit 1, a message naming the
+// file and the way out, and the directory as it was.
+func TestRefusesDamagedDataDir(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(dir string) error
+		file   string
+	}{
+		{"raft.db emptied", func(d string) error { return os.Truncate(filepath.Join(d, "raft.db"), 0) }, "raft.db"},
+		{"raft.db deleted", func(d string) error { return os.Remove(filepath.Join(d, "raft.db")) }, "raft.db"},
+		{"node-id deleted", func(d string) error { return os.Remove(filepath.Join(d, "node-id")) }, "node-id"},
+		{"node-id emptied", func(d string) error { return os.WriteFile(filepath.Join(d, "node-id"), nil, 0o600) }, "node-id"},
+		{"snapshot directory deleted", func(d string) error { return os.RemoveAll(filepath.Join(d, "snapshots")) }, "snapshots"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := initDataDir(t)
+			if err := tc.damage(dir); err != nil {
+				t.Fatal(err)
+			}
+			before := listing(t, dir)
+			var out syncBuffer
+			code := run(t.Context(), []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0"}, &out)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1; output:\n%s", code, out.String())
+			}
+			msg := out.String()
+			if !strings.Contains(msg, filepath.Join(dir, tc.file)) || !strings.Contains(msg, "--reset-data-dir") {
+				t.Errorf("the message does not name %s and the way out:\n%s", tc.file, msg)
+			}
+			if after := listing(t, dir); after != before {
+				t.Fatalf("the refused start changed the directory:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
+
+// --reset-data-dir moves the old data aside and starts a new cluster.
+func TestResetDataDir(t *testing.T) {
+	dir := initDataDir(t)
+	if err := os.Truncate(filepath.Join(dir, "raft.db"), 0); err != nil {
+		t.Fatal(err)
+	}
+	before := listing(t, dir)
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"--data-dir", dir, "--reset-data-dir", "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0",
+			"--election-timeout", "100ms"}, &out)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "msg=leading") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("tenured --reset-data-dir did not lead; its log:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+	olds, _ := filepath.Glob(dir + ".old-*")
+	if len(olds) != 1 {
+		t.Fatalf("old data moved to %v, want one %s.old-* directory", olds, dir)
+	}
+	if got := listing(t, olds[0]); got != before {
+		t.Fatalf("the old data was changed when moved aside:\n%s\nwant:\n%s", got, before)
+	}
+	if !strings.Contains(out.String(), "starting a NEW cluster") {
+		t.Errorf("no warning about the new cluster in:\n%s", out.String())
+	}
+}
