@@ -47,6 +47,8 @@ func New(cfg Config) (*Client, error) {
 		c.transport = newTransport(cfg.DialTimeout)
 		hc = &http.Client{Transport: c.transport}
 	}
+	// Requests are small: compressing them costs more CPU than it saves.
+	opts := connect.WithClientOptions(connect.WithGRPC(), connect.WithCompressMinBytes(4<<10))
 	for _, e := range cfg.Endpoints {
 		addr, err := normalizeEndpoint(e)
 		if err != nil {
@@ -55,9 +57,9 @@ func New(cfg Config) (*Client, error) {
 		base := "http://" + addr
 		c.endpoints = append(c.endpoints, &endpoint{
 			addr:    addr,
-			lease:   tenurev1connect.NewLeaseServiceClient(hc, base, connect.WithGRPC()),
-			kv:      tenurev1connect.NewKVServiceClient(hc, base, connect.WithGRPC()),
-			cluster: tenurev1connect.NewClusterServiceClient(hc, base, connect.WithGRPC()),
+			lease:   tenurev1connect.NewLeaseServiceClient(hc, base, opts),
+			kv:      tenurev1connect.NewKVServiceClient(hc, base, opts),
+			cluster: tenurev1connect.NewClusterServiceClient(hc, base, opts),
 		})
 	}
 	return c, nil

@@ -57,7 +57,7 @@ func (f *forwarder) clients(addr string) *peerClients {
 		return c
 	}
 	base := "http://" + strings.TrimPrefix(addr, "http://")
-	opt := connect.WithGRPC()
+	opt := connect.WithClientOptions(connect.WithGRPC(), connect.WithCompressMinBytes(compressMinBytes))
 	c := &peerClients{
 		lease:   tenurev1connect.NewLeaseServiceClient(f.http, base, opt),
 		kv:      tenurev1connect.NewKVServiceClient(f.http, base, opt),

@@ -82,7 +82,12 @@ func New(cfg Config) (*Server, error) {
 		fwd:  newForwarder(cfg.ForwardTimeout),
 	}
 	s.metrics = newMetrics(cfg.Registry, cfg.Node)
-	opts := connect.WithInterceptors(s.metrics.interceptor())
+	// Responses are small (a lease is a few dozen bytes): compressing
+	// them costs more CPU than it saves. Large values still compress
+	// when the client accepts it.
+	opts := connect.WithHandlerOptions(
+		connect.WithInterceptors(s.metrics.interceptor()),
+		connect.WithCompressMinBytes(compressMinBytes))
 	mux := http.NewServeMux()
 	mux.Handle(tenurev1connect.NewLeaseServiceHandler(&leaseService{s}, opts))
 	mux.Handle(tenurev1connect.NewKVServiceHandler(&kvService{s}, opts))
@@ -95,6 +100,10 @@ func New(cfg Config) (*Server, error) {
 	s.mux = mux
 	return s, nil
 }
+
+// compressMinBytes is the smallest message the server and its forwarder
+// compress.
+const compressMinBytes = 4 << 10
 
 // NewRegistry returns a registry with the Go runtime and process collectors.
 func NewRegistry() *prometheus.Registry {
