@@ -40,6 +40,7 @@ type options struct {
 	logFormat     string
 	raftLogLevel  string
 	election      time.Duration
+	multiplier    float64
 	minTTL        time.Duration
 	clockRate     float64
 	snapThreshold uint64
@@ -47,6 +48,11 @@ type options struct {
 	snapInterval  time.Duration
 	resetDataDir  bool
 }
+
+// baseElectionTimeout is raft's heartbeat and election timeout at
+// --raft-multiplier 1: fast failover on a LAN or one machine. A leader
+// sends heartbeats every tenth of it.
+const baseElectionTimeout = 300 * time.Millisecond
 
 // faultClockRateFlag injects a fault: it makes this node's clock run fast
 // or slow. It exists for the fault harness, is left out of -h, and is
@@ -85,7 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.raftLogLevel, "raft-log-level", "warn", "log level of the raft library")
-	fs.DurationVar(&o.election, "election-timeout", time.Second, "raft heartbeat and election timeout; the minimum TTL is at least twice this")
+	fs.Float64Var(&o.multiplier, "raft-multiplier", 1, "scale raft's timing for slower networks and machines: the election timeout is\n300ms times this (a LAN or one machine: 1; a WAN or an overloaded host: 3-5)")
+	fs.DurationVar(&o.election, "election-timeout", 0, "raft heartbeat and election timeout; overrides --raft-multiplier (default 300ms);\nthe minimum TTL is at least twice this")
 	fs.DurationVar(&o.minTTL, "min-ttl", 0, "minimum lease TTL (default and floor: twice the election timeout)")
 	fs.Uint64Var(&o.snapThreshold, "snapshot-threshold", node.DefaultConfig().SnapshotThreshold, "log entries since the last snapshot that trigger a new one")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", node.DefaultConfig().TrailingLogs, "log entries a snapshot leaves behind for slow followers")
@@ -119,6 +126,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.snapInterval < 10*time.Millisecond {
 		return nil, fmt.Errorf("--snapshot-interval %s is too short (minimum 10ms)", o.snapInterval)
+	}
+	if o.multiplier <= 0 || o.multiplier > 100 {
+		return nil, fmt.Errorf("--raft-multiplier %g is out of range (0 < N <= 100)", o.multiplier)
+	}
+	if o.election == 0 {
+		o.election = time.Duration(float64(baseElectionTimeout) * o.multiplier)
 	}
 	if o.election < 50*time.Millisecond {
 		return nil, fmt.Errorf("--election-timeout %s is too short (minimum 50ms)", o.election)
