@@ -13,6 +13,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -47,6 +49,7 @@ type options struct {
 	trailingLogs  uint64
 	snapInterval  time.Duration
 	resetDataDir  bool
+	pprofListen   string
 }
 
 // baseElectionTimeout is raft's heartbeat and election timeout at
@@ -87,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.nodeID, "node-id", "", "node ID, fixed when the data directory is created (default: the raft address)")
 	fs.StringVar(&o.join, "join", "", "API address of any member of an existing cluster to join")
 	fs.BoolVar(&o.dev, "dev", false, "keep everything in memory (nothing survives a restart)")
+	fs.StringVar(&o.pprofListen, "pprof-listen", "", "serve Go's profiler (net/http/pprof) on this separate address; off by default")
 	fs.BoolVar(&o.resetDataDir, "reset-data-dir", false, "move the contents of --data-dir aside (to DIR.old-TIME) and start a NEW cluster in it;\nits tokens start at 1 again, so reset the fences of your storage too")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -270,6 +274,25 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	log.Info("serving", "api", apiAddr, "raft", n.RaftAddr(), "node_id", n.ID(), "data_dir", dataDirLabel(o))
 
+	if o.pprofListen != "" {
+		pln, err := net.Listen("tcp", o.pprofListen)
+		if err != nil {
+			n.Close()
+			httpSrv.Close()
+			srv.Close()
+			return fmt.Errorf("--pprof-listen %s: %w", o.pprofListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		psrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go psrv.Serve(pln)
+		defer psrv.Close()
+		log.Warn("serving the profiler; keep this address private", "pprof", pln.Addr().String())
+	}
 	joinErr := make(chan error, 1)
 	if o.join != "" {
 		go func() { joinErr <- joinLoop(ctx, log, o.join, n, apiAddr) }()
