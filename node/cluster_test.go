@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/tenure-io/tenure/internal/localcluster"
+	"github.com/tenure-io/tenure/internal/raftlog"
 	"github.com/tenure-io/tenure/internal/testcluster"
 	"github.com/tenure-io/tenure/lease"
 	"github.com/tenure-io/tenure/node"
@@ -592,16 +592,9 @@ func diskSnapshot(t testing.TB, dir string) uint64 {
 // index.
 func logBounds(t testing.TB, dir string) (first, last uint64) {
 	t.Helper()
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	first, last, err := raftlog.Inspect(filepath.Join(dir, "raft-log"))
 	if err != nil {
-		t.Fatalf("open raft log in %s: %v", dir, err)
-	}
-	defer store.Close()
-	if first, err = store.FirstIndex(); err != nil {
-		t.Fatal(err)
-	}
-	if last, err = store.LastIndex(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("read the raft log in %s: %v", dir, err)
 	}
 	return first, last
 }

@@ -13,6 +13,8 @@ import (
 
 	"go.etcd.io/bbolt"
 	bbolterr "go.etcd.io/bbolt/errors"
+
+	"github.com/tenure-io/tenure/internal/raftlog"
 )
 
 // The pieces of a data directory. A directory is initialised once it has
@@ -20,7 +22,8 @@ import (
 const (
 	fileNodeID    = "node-id"
 	fileClusterID = "cluster-id"
-	fileRaftDB    = "raft.db"
+	fileRaftDB    = "raft.db"  // raft's term and vote (and the log, before the segment log)
+	dirRaftLog    = "raft-log" // the raft log, in segments
 	dirSnapshots  = "snapshots"
 )
 
@@ -166,11 +169,12 @@ func NewClusterID() string {
 	return hex.EncodeToString(b)
 }
 
-// raftDB is what a read-only look at raft.db and the snapshot directory
-// finds.
+// raftDB is what a read-only look at raft.db, the segment log and the
+// snapshot directory finds.
 type raftDB struct {
 	term        uint64 // raft's current term; 0 if none was ever stored
 	first, last uint64 // log index range; 0, 0 if the log is empty
+	logFile     string // where the log is: raft-log, or raft.db before a migration
 	snapshot    uint64 // index of the newest snapshot; 0 if none
 }
 
@@ -210,6 +214,16 @@ func (d *dataDir) inspectRaft() (raftDB, error) {
 		db.Close()
 		if err != nil {
 			return r, d.fail(fileRaftDB, "cannot be read: "+err.Error())
+		}
+	}
+	r.logFile = fileRaftDB
+	if r.last == 0 {
+		// Unless raft.db still holds a log to move, the log is in the
+		// segment log.
+		r.logFile = dirRaftLog
+		var err error
+		if r.first, r.last, err = raftlog.Inspect(filepath.Join(d.path, dirRaftLog)); err != nil {
+			return r, d.fail(dirRaftLog, "cannot be read: "+err.Error())
 		}
 	}
 	entries, err := os.ReadDir(filepath.Join(d.path, dirSnapshots))
@@ -257,17 +271,24 @@ func (d *dataDir) checkRaftState(bootstrap bool) error {
 		return nil // a joining member that has not received anything yet
 	case r.term == 0:
 		return d.fail(fileRaftDB, "holds no raft term or vote, although the directory has raft state")
+	case r.logFile == dirRaftLog && !isDir(filepath.Join(d.path, dirRaftLog)):
+		return d.fail(dirRaftLog, "is missing")
 	case r.first > 1 && r.snapshot+1 < r.first:
-		return d.fail(dirSnapshots, fmt.Sprintf("holds no snapshot of the entries before index %d, where the log in %s begins", r.first, fileRaftDB))
+		return d.fail(dirSnapshots, fmt.Sprintf("holds no snapshot of the entries before index %d, where the log in %s begins", r.first, r.logFile))
 	case r.last == 0 && r.snapshot == 0:
 		// A term but no log and no snapshot: the snapshot the log was
 		// compacted into is gone. (A member that joined and crashed
 		// between its first heartbeat and its first entry looks the
 		// same; it held nothing, and is refused all the same.)
-		return d.fail(dirSnapshots, "holds no snapshot, and the log in "+fileRaftDB+" is empty: the state is gone")
+		return d.fail(dirSnapshots, "holds no snapshot, and the log in "+r.logFile+" is empty: the state is gone")
 	}
 	return nil
 }
 
 // keyCurrentTerm is where raft keeps its current term in the stable store.
 var keyCurrentTerm = []byte("CurrentTerm")
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,7 +14,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/tenure-io/tenure/internal/raftlog"
 	"github.com/tenure-io/tenure/lease"
 )
 
@@ -92,6 +95,14 @@ func TestDamagedDataDirRefused(t *testing.T) {
 			return errors.Join(os.Remove(filepath.Join(d, "node-id")), os.Remove(filepath.Join(d, "cluster-id")))
 		}, "cluster-id"},
 		{"snapshot directory deleted", false, func(d string) error { return os.RemoveAll(filepath.Join(d, "snapshots")) }, "snapshots"},
+		{"raft-log deleted", false, func(d string) error { return os.RemoveAll(filepath.Join(d, "raft-log")) }, "raft-log"},
+		{"log segment emptied", false, func(d string) error {
+			segs, _ := filepath.Glob(filepath.Join(d, "raft-log", "*.log"))
+			if len(segs) == 0 {
+				return errors.New("no segment")
+			}
+			return os.Truncate(segs[0], 0)
+		}, "raft-log"},
 		{"snapshots deleted after compaction", true, func(d string) error {
 			entries, err := os.ReadDir(filepath.Join(d, "snapshots"))
 			if err != nil || len(entries) == 0 {
@@ -161,5 +172,68 @@ func TestDataDirRestart(t *testing.T) {
 	}
 	if got := n.fsm.cluster(); got != cid {
 		t.Fatalf("the log records cluster %q, want %q", got, cid)
+	}
+}
+
+// A data directory made before the segment log keeps its log in raft.db:
+// the node moves it to the segment log and goes on from where it was.
+func TestLogMovedFromRaftDB(t *testing.T) {
+	dir := t.TempDir()
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := raft.NewFileSnapshotStore(dir, 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tr := raft.NewInmemTransport("n1")
+	conf := raft.Configuration{Servers: []raft.Server{{ID: "n1", Address: tr.LocalAddr(), Suffrage: raft.Voter}}}
+	rc := raft.DefaultConfig()
+	rc.LocalID = "n1"
+	if err := raft.BootstrapCluster(rc, bolt, bolt, snaps, tr, conf); err != nil {
+		t.Fatal(err)
+	}
+	cid := NewClusterID()
+	logs := []*raft.Log{{Index: 2, Term: 1, Type: raft.LogCommand, Data: append([]byte{entryCluster}, cid...)}}
+	for i := range 5 {
+		logs = append(logs, &raft.Log{Index: uint64(3 + i), Term: 1, Type: raft.LogCommand,
+			Data: appendTermBatch(nil, 1, lease.Batch{Now: time.Duration(i+1) * time.Second, Ops: []lease.Op{
+				{Type: lease.OpAcquire, Name: fmt.Sprint("old", i), Holder: "h", TTL: time.Hour}}})})
+	}
+	if err := bolt.StoreLogs(logs); err != nil {
+		t.Fatal(err)
+	}
+	bolt.Close()
+	tr.Close()
+	for _, f := range []struct{ name, id string }{{"node-id", "n1"}, {"cluster-id", cid}} {
+		if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.id+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := testConfig(t, "n1")
+	cfg.DataDir = dir
+	_, cfg.Transport = raft.NewInmemTransport("n1")
+	cfg.Bootstrap = true
+	n := mustNode(t, cfg)
+	waitFor(t, "n1 to lead on its moved log", 5*time.Second, n.IsLeader)
+	res, err := n.Do1(ctxT(t, 5*time.Second), lease.Op{Type: lease.OpAcquire, Name: "new", Holder: "h", TTL: time.Hour})
+	if err != nil || res.Lease.Token != 6 {
+		t.Fatalf("first grant after the move: token %d, %v; want 6 (five grants before)", res.Lease.Token, err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	first, last, err := raftlog.Inspect(filepath.Join(dir, "raft-log"))
+	if err != nil || first != 1 || last < 7 {
+		t.Fatalf("segment log holds %d-%d (%v), want 1 to at least 7", first, last, err)
+	}
+	bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bolt.Close()
+	if l, _ := bolt.LastIndex(); l != 0 {
+		t.Fatalf("raft.db still holds log entries up to %d after the move", l)
 	}
 }

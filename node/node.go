@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/bbolt"
 	bbolterr "go.etcd.io/bbolt/errors"
 
+	"github.com/tenure-io/tenure/internal/raftlog"
 	"github.com/tenure-io/tenure/lease"
 )
 
@@ -175,7 +176,18 @@ func (n *Node) open() error {
 			return &DataDirError{Dir: cfg.DataDir, File: fileRaftDB, Problem: "cannot be opened: " + err.Error()}
 		}
 		n.closer = append(n.closer, bolt.Close)
-		cached, err := raft.NewLogCache(512, bolt)
+		// The log goes to segment files with one fdatasync per append;
+		// raft.db keeps raft's term and vote, which change only at
+		// elections.
+		rl, err := raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), raftlog.Options{})
+		if err != nil {
+			return &DataDirError{Dir: cfg.DataDir, File: dirRaftLog, Problem: "cannot be opened: " + err.Error()}
+		}
+		n.closer = append(n.closer, rl.Close)
+		if err := migrateLog(bolt, rl, n.log); err != nil {
+			return err
+		}
+		cached, err := raft.NewLogCache(512, rl)
 		if err != nil {
 			return err
 		}
@@ -384,4 +396,46 @@ func (n *Node) voters() int {
 		}
 	}
 	return c
+}
+
+// migrateLog moves the raft log of a data directory made by an older
+// tenure from raft.db into the segment log. raft.db's entries are deleted
+// only after all of them are in the segment log and synced, so a crash
+// at any point leaves them in raft.db, and the next start moves them
+// again from scratch.
+func migrateLog(bolt *raftboltdb.BoltStore, rl *raftlog.Store, log *slog.Logger) error {
+	first, err := bolt.FirstIndex()
+	if err != nil {
+		return fmt.Errorf("node: read the log in raft.db: %w", err)
+	}
+	last, err := bolt.LastIndex()
+	if err != nil || last == 0 {
+		return err
+	}
+	if rf, _ := rl.FirstIndex(); rf != 0 {
+		// Left by a migration that did not finish: start again.
+		rlast, _ := rl.LastIndex()
+		if err := rl.DeleteRange(rf, rlast); err != nil {
+			return fmt.Errorf("node: clear an unfinished log migration: %w", err)
+		}
+	}
+	const chunk = 256
+	for i := first; i <= last; i += chunk {
+		var batch []*raft.Log
+		for j := i; j <= min(last, i+chunk-1); j++ {
+			var l raft.Log
+			if err := bolt.GetLog(j, &l); err != nil {
+				return fmt.Errorf("node: read entry %d of raft.db: %w", j, err)
+			}
+			batch = append(batch, &l)
+		}
+		if err := rl.StoreLogs(batch); err != nil {
+			return fmt.Errorf("node: move the log to %s: %w", dirRaftLog, err)
+		}
+	}
+	if err := bolt.DeleteRange(first, last); err != nil {
+		return fmt.Errorf("node: remove the moved log from raft.db: %w", err)
+	}
+	log.Info("moved the raft log from raft.db to the segment log", "entries", last-first+1, "dir", dirRaftLog)
+	return nil
 }
