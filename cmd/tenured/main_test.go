@@ -159,3 +159,45 @@ func TestResetDataDir(t *testing.T) {
 		t.Errorf("no warning about the new cluster in:\n%s", out.String())
 	}
 }
+
+// The clock-rate fault injector is not a setting: -h leaves it out, and
+// a node started with it says loudly that its leases are not to be
+// trusted.
+func TestFaultInjectorHiddenAndLoud(t *testing.T) {
+	var help syncBuffer
+	if code := run(t.Context(), []string{"-h"}, &help); code != 0 {
+		t.Fatalf("-h exited %d", code)
+	}
+	if strings.Contains(help.String(), "clock-rate") {
+		t.Fatalf("-h shows the clock-rate fault injector:\n%s", help.String())
+	}
+	for _, flag := range []string{"--data-dir", "--raft-multiplier", "--reset-data-dir"} {
+		if !strings.Contains(help.String(), flag) {
+			t.Errorf("-h does not show %s", flag)
+		}
+	}
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"--dev", "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0",
+			"--" + faultClockRateFlag, "1.25"}, &out)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "msg=leading") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("tenured did not lead; its log:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-code
+	if !strings.Contains(out.String(), "level=WARN msg=\"FAULT INJECTION") {
+		t.Fatalf("no loud warning for the clock-rate fault injector in:\n%s", out.String())
+	}
+	var bad syncBuffer
+	if code := run(t.Context(), []string{"--" + faultClockRateFlag, "0"}, &bad); code != 2 {
+		t.Fatalf("a clock rate of 0 exited %d, want 2", code)
+	}
+}
