@@ -51,6 +51,10 @@ type Node struct {
 	// recording it.
 	clusterID atomic.Pointer[string]
 	idMu      sync.Mutex
+	// suspect is set while the heartbeat timeout is shortened because
+	// the leader's connection broke (see peerGone).
+	suspectMu sync.Mutex
+	suspect   bool
 	closer    []func() error // stores and transport, closed after raft
 	limits    lease.Limits
 
@@ -232,6 +236,10 @@ func (n *Node) open() error {
 		return fmt.Errorf("node: start raft: %w", err)
 	}
 	n.raft = r
+	if n.stream != nil {
+		gone := n.peerGone
+		n.stream.peerGone.Store(&gone)
+	}
 	if bootstrap {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			ID: rc.LocalID, Address: n.trans.LocalAddr(), Suffrage: raft.Voter,
@@ -438,4 +446,50 @@ func migrateLog(bolt *raftboltdb.BoltStore, rl *raftlog.Store, log *slog.Logger)
 	}
 	log.Info("moved the raft log from raft.db to the segment log", "entries", last-first+1, "dir", dirRaftLog)
 	return nil
+}
+
+// peerGone runs when a raft connection from the peer at addr broke. If
+// that peer is the leader, it has probably died (a killed process takes
+// its connections with it): rather than wait out the whole heartbeat
+// timeout, the follower shortens it for a while, so that it stands for
+// election as soon as the leader has been silent for the shorter time. A
+// leader that is alive (its connection closed for another reason) keeps
+// sending heartbeats far more often than that, so nothing changes.
+func (n *Node) peerGone(addr string) {
+	if n.raft.State() != raft.Follower {
+		return
+	}
+	if leader, _ := n.raft.LeaderWithID(); string(leader) != addr {
+		return
+	}
+	n.suspectMu.Lock()
+	defer n.suspectMu.Unlock()
+	if n.suspect {
+		return
+	}
+	normal := n.raft.ReloadableConfig()
+	fast := normal
+	fast.HeartbeatTimeout = max(n.cfg.LeaderLeaseTimeout, normal.HeartbeatTimeout/4)
+	if fast.HeartbeatTimeout >= normal.HeartbeatTimeout {
+		return
+	}
+	if err := n.raft.ReloadConfig(fast); err != nil {
+		n.log.Warn("shortening the heartbeat timeout failed", "err", err)
+		return
+	}
+	n.suspect = true
+	n.log.Info("the leader's raft connection broke; waiting only a short heartbeat timeout for it", "leader", addr, "timeout", fast.HeartbeatTimeout)
+	time.AfterFunc(2*normal.HeartbeatTimeout+normal.ElectionTimeout, func() {
+		n.suspectMu.Lock()
+		defer n.suspectMu.Unlock()
+		n.suspect = false
+		select {
+		case <-n.closing:
+			return
+		default:
+		}
+		if err := n.raft.ReloadConfig(normal); err != nil {
+			n.log.Warn("restoring the heartbeat timeout failed", "err", err)
+		}
+	})
 }

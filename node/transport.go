@@ -17,6 +17,7 @@ import (
 // Every raft connection starts with a handshake that names the cluster:
 //
 //	dialer:   "TNR1" len(cluster ID) (1 byte) cluster ID
+//	          len(address) (1 byte) the dialer's advertised raft address
 //	acceptor: 'Y', or 'N' len(reason) (1 byte) reason
 //
 // An acceptor of another cluster (or one that has not joined a cluster
@@ -45,6 +46,11 @@ type clusterStream struct {
 	accepted chan net.Conn
 	closed   chan struct{}
 	once     sync.Once
+
+	// peerGone, if set, is called when a connection from the peer whose
+	// advertised raft address is addr breaks (EOF or an error): a
+	// leader that died takes its connections with it.
+	peerGone atomic.Pointer[func(addr string)]
 
 	mu        sync.Mutex
 	lastLog   map[string]time.Time // remote address -> last refusal logged
@@ -111,7 +117,10 @@ func (s *clusterStream) Dial(address raft.ServerAddress, timeout time.Duration) 
 	}
 	conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	hello := append([]byte(handshakeMagic), byte(len(id)))
-	if _, err := conn.Write(append(hello, id...)); err != nil {
+	hello = append(hello, id...)
+	self := s.advertise.String()
+	hello = append(append(hello, byte(len(self))), self...)
+	if _, err := conn.Write(hello); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("node: raft handshake with %s: %w", address, err)
 	}
@@ -171,6 +180,11 @@ func (s *clusterStream) handshake(conn net.Conn) {
 		s.refuse(conn, "bad handshake", "")
 		return
 	}
+	peer, err := readShort(conn)
+	if err != nil {
+		s.refuse(conn, "bad handshake", theirs)
+		return
+	}
 	ours := s.cluster()
 	switch {
 	case ours == "":
@@ -186,7 +200,7 @@ func (s *clusterStream) handshake(conn net.Conn) {
 	}
 	conn.SetDeadline(time.Time{})
 	select {
-	case s.accepted <- conn:
+	case s.accepted <- &peerConn{Conn: conn, peer: peer, gone: s.peerGone.Load()}:
 	case <-s.closed:
 		conn.Close()
 	}
@@ -254,3 +268,19 @@ func (s *clusterStream) Close() error {
 
 // Addr returns the address other nodes dial.
 func (s *clusterStream) Addr() net.Addr { return s.advertise }
+
+// peerConn is an accepted raft connection that reports when it breaks.
+type peerConn struct {
+	net.Conn
+	peer string
+	gone *func(addr string) // nil before the node is ready
+	once sync.Once
+}
+
+func (c *peerConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && c.gone != nil {
+		c.once.Do(func() { (*c.gone)(c.peer) })
+	}
+	return n, err
+}

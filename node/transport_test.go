@@ -200,3 +200,63 @@ func TestSetClusterID(t *testing.T) {
 		t.Fatalf("Status().ClusterID = %q", a.Status().ClusterID)
 	}
 }
+
+// When the leader dies its raft connections break; a follower that sees
+// that waits only a short heartbeat timeout for it, for a while, and then
+// goes back to the configured one.
+func TestFollowerSuspectsALeaderWhoseConnectionBroke(t *testing.T) {
+	logs := &logRecorder{t: t}
+	l := tcpNode(t, "n1", logs)
+	var followers []*Node
+	for _, id := range []string{"n2", "n3"} {
+		cfg := testConfig(t, id)
+		cfg.DataDir = t.TempDir()
+		cfg.RaftAddr = "127.0.0.1:0"
+		cfg.HeartbeatTimeout = 400 * time.Millisecond
+		cfg.ElectionTimeout = 400 * time.Millisecond
+		cfg.Logger = logs.logger(id)
+		f := mustNode(t, cfg)
+		t.Cleanup(func() { f.Close() })
+		if err := f.SetClusterID(l.ClusterID()); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Join(ctxT(t, 10*time.Second), id, f.RaftAddr(), "api-"+id); err != nil {
+			t.Fatal(err)
+		}
+		followers = append(followers, f)
+	}
+	waitFor(t, "both followers to be voters following n1", 10*time.Second, func() bool {
+		voters := 0
+		for _, m := range l.Status().Members {
+			if m.Voter {
+				voters++
+			}
+		}
+		if voters != 3 {
+			return false
+		}
+		for _, f := range followers {
+			if addr, _ := f.raft.LeaderWithID(); string(addr) != l.RaftAddr() {
+				return false
+			}
+		}
+		return true
+	})
+	if err := l.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a follower to notice the leader's connections broke", 5*time.Second, func() bool {
+		return logs.logged("n2", "the leader's raft connection broke") || logs.logged("n3", "the leader's raft connection broke")
+	})
+	waitFor(t, "a new leader among the followers", 10*time.Second, func() bool {
+		return followers[0].IsLeader() || followers[1].IsLeader()
+	})
+	waitFor(t, "the followers' heartbeat timeout to be restored", 10*time.Second, func() bool {
+		for _, f := range followers {
+			if f.raft.ReloadableConfig().HeartbeatTimeout != 400*time.Millisecond {
+				return false
+			}
+		}
+		return true
+	})
+}
