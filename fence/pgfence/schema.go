@@ -159,6 +159,9 @@ func Install(ctx context.Context, db DB, schema string) (InstallResult, error) {
 ON CONFLICT (one) DO UPDATE SET version = excluded.version, installed_at = now()`, q), Version)
 		return err
 	})
+	if ve, ok := errors.AsType[*VersionError](err); ok {
+		return InstallResult{}, ve
+	}
 	if err != nil {
 		return InstallResult{}, fmt.Errorf("pgfence: install in schema %q: %w", schema, err)
 	}
