@@ -61,7 +61,9 @@ func TestInstallCreatesSchema(t *testing.T) {
 	// A schema of its own inside the test's: dropped with it? No: schemas
 	// do not nest, so drop it here.
 	other := d.schema + "_x"
-	t.Cleanup(func() { d.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{other}.Sanitize()+" CASCADE") })
+	t.Cleanup(func() {
+		d.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{other}.Sanitize()+" CASCADE")
+	})
 	if _, err := pgfence.Install(ctx, d.pool, other); err != nil {
 		t.Fatal(err)
 	}
