@@ -58,38 +58,26 @@ func TestConcurrentWriters(t *testing.T) {
 				return outcome{writer, token, err}
 			}
 
-			// Writers 0-14 go first, with tokens growing on the whole but
-			// mixed; writers 15-29 race the writer with token 20, which
-			// starts when the first half is done; the paused writer with
-			// token 3 is released when token 20 committed.
-			const writers = 30
-			const (
-				newer  = writers     // token 20
-				paused = writers + 1 // token 3
-			)
-			token := func(i int) uint64 { return uint64(1 + i/2 + (i*7)%5) }
+			// Writers go in waves; tokens grow from wave to wave and are
+			// mixed within one. The writer with token 30 runs with the
+			// last wave; the paused writer with token 3 is released once
+			// token 30 committed.
+			const waves, perWave = 5, 6
+			const writers = waves * perWave
+			const newer, paused = writers, writers + 1
 			results := make(chan outcome, writers+2)
-			newerDone := make(chan struct{})
-			var wg, firstHalf sync.WaitGroup
-			firstHalf.Add(writers / 2)
-			wg.Go(func() {
-				<-newerDone // paused: it got its token long ago
-				results <- write(paused, 3)
+			var wg sync.WaitGroup
+			start := startWaves(&wg, waves, perWave, func(i int) {
+				results <- write(i, uint64((i/perWave)*5+1+(i*7)%5))
 			})
+			newerDone := make(chan struct{})
+			wg.Go(func() { <-newerDone; results <- write(paused, 3) })
 			wg.Go(func() {
-				firstHalf.Wait()
-				o := write(newer, 20)
+				<-start[waves-1]
+				o := write(newer, 30)
 				close(newerDone)
 				results <- o
 			})
-			for i := range writers {
-				wg.Go(func() {
-					results <- write(i, token(i))
-					if i < writers/2 {
-						firstHalf.Done()
-					}
-				})
-			}
 			wg.Wait()
 			close(results)
 
@@ -105,11 +93,11 @@ func TestConcurrentWriters(t *testing.T) {
 					t.Fatalf("writer %d (token %d): %v", o.writer, o.token, o.err)
 				}
 			}
-			if se := stale[paused]; se == nil || se.Highest < 20 {
-				t.Fatalf("the paused writer with token 3 = %v; want stale behind token 20 or higher", stale[paused])
+			if se := stale[paused]; se == nil || se.Highest < 30 {
+				t.Fatalf("the paused writer with token 3 = %v; want stale behind token 30 or higher", stale[paused])
 			}
 			if _, in := ok[newer]; !in {
-				t.Fatalf("the writer with token 20 was refused: %v", stale[newer])
+				t.Fatalf("the writer with token 30 was refused: %v", stale[newer])
 			}
 
 			log := rows(t, d)
@@ -237,4 +225,28 @@ func waitForLockWait(t *testing.T, d *testDB, app string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// startWaves runs waves of perWave calls of fn(i), i counting from 0, on
+// wg: wave k starts when wave k-1 has finished. It returns a channel per
+// wave, closed when the wave starts.
+func startWaves(wg *sync.WaitGroup, waves, perWave int, fn func(i int)) []chan struct{} {
+	start := make([]chan struct{}, waves+1)
+	for k := range start {
+		start[k] = make(chan struct{})
+	}
+	for k := range waves {
+		var wave sync.WaitGroup
+		for j := range perWave {
+			wave.Add(1)
+			wg.Go(func() {
+				defer wave.Done()
+				<-start[k]
+				fn(k*perWave + j)
+			})
+		}
+		wg.Go(func() { <-start[k]; wave.Wait(); close(start[k+1]) })
+	}
+	close(start[0])
+	return start[:waves]
 }

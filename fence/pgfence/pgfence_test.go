@@ -58,8 +58,8 @@ func TestInstallCreatesSchema(t *testing.T) {
 	t.Parallel()
 	d := newDB(t)
 	ctx := context.Background()
-	// A schema of its own inside the test's: dropped with it? No: schemas
-	// do not nest, so drop it here.
+	// A schema Install creates; schemas do not nest, so it is dropped
+	// here rather than with the test's.
 	other := d.schema + "_x"
 	t.Cleanup(func() {
 		d.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{other}.Sanitize()+" CASCADE")
