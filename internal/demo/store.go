@@ -37,8 +37,8 @@ type describedStore interface {
 var (
 	_ describedStore = (*pgDemo)(nil)
 	_ store          = fencedStore{}
-	_ store = (*memStore)(nil)
-	_ store = dirStore("")
+	_ store          = (*memStore)(nil)
+	_ store          = dirStore("")
 )
 
 // Store specs, as a worker is given them (the --store flag of a worker).
