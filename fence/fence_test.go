@@ -3,6 +3,10 @@ package fence_test
 import (
 	"errors"
 	"math"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/tenure-io/tenure/election"
@@ -91,3 +95,21 @@ func TestGrant(t *testing.T) {
 
 // An *election.Lease is a Lease: guards take it as it is.
 var _ fence.Lease = (*election.Lease)(nil)
+
+// TestDriversStayOut checks that programs using client, election or fence
+// do not pull in a database driver: only the guard packages import them.
+func TestDriversStayOut(t *testing.T) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(goBin, "list", "-deps", "github.com/tenure-io/tenure/client",
+		"github.com/tenure-io/tenure/election", "github.com/tenure-io/tenure/fence").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, driver := range []string{"github.com/jackc/", "github.com/redis/"} {
+			if strings.HasPrefix(dep, driver) {
+				t.Errorf("client, election or fence imports %s", dep)
+			}
+		}
+	}
+}
