@@ -4,8 +4,6 @@ import (
 	"errors"
 	"math"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -99,7 +97,10 @@ var _ fence.Lease = (*election.Lease)(nil)
 // TestDriversStayOut checks that programs using client, election or fence
 // do not pull in a database driver: only the guard packages import them.
 func TestDriversStayOut(t *testing.T) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to list dependencies: %v", err)
+	}
 	out, err := exec.Command(goBin, "list", "-deps", "github.com/tenure-io/tenure/client",
 		"github.com/tenure-io/tenure/election", "github.com/tenure-io/tenure/fence").CombinedOutput()
 	if err != nil {
