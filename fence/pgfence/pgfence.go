@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenure-io/tenure/fence"
 )
@@ -81,6 +82,7 @@ func (c Config) Validate() error {
 type Fence struct {
 	db   DB
 	cfg  Config
+	fn   string // schema.tenure_fence
 	call string // SELECT schema.tenure_fence($1, $2)
 }
 
@@ -113,7 +115,8 @@ func New(ctx context.Context, db DB, cfg Config) (*Fence, error) {
 	if v != Version {
 		return nil, &VersionError{Schema: cfg.Schema, Installed: v, Want: Version}
 	}
-	return &Fence{db: db, cfg: cfg, call: "SELECT " + q + ".tenure_fence($1, $2)"}, nil
+	fn := q + ".tenure_fence"
+	return &Fence{db: db, cfg: cfg, fn: fn, call: "SELECT " + fn + "($1, $2)"}, nil
 }
 
 // InTx runs fn in a transaction fenced by l: the transaction's first
@@ -122,6 +125,10 @@ func New(ctx context.Context, db DB, cfg Config) (*Fence, error) {
 // error is a *fence.StaleError (errors.Is(err, fence.ErrStale)). If fn
 // fails, or the commit does, everything is rolled back and the error
 // returned. Commit happens only if both the fence and fn passed.
+//
+// With a *pgxpool.Pool or a *pgx.Conn, BEGIN and the fence go to the
+// server in one round trip, so the guard costs the transaction one
+// statement, not one round trip more.
 //
 // The fence's row lock is held until the transaction ends, so fenced
 // transactions on one resource run one after another, and a write
@@ -149,16 +156,27 @@ func (f *Fence) InTx(ctx context.Context, l fence.Lease, fn func(ctx context.Con
 }
 
 func (f *Fence) runOnce(ctx context.Context, resource string, token uint64, fn func(context.Context, pgx.Tx) error) error {
-	tx, err := f.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: f.cfg.IsoLevel})
+	var tx pgx.Tx
+	var err error
+	switch db := f.db.(type) {
+	case *pgxpool.Pool:
+		conn, aerr := db.Acquire(ctx)
+		if aerr != nil {
+			return fmt.Errorf("pgfence: %w", aerr)
+		}
+		defer conn.Release()
+		tx, err = f.beginFenced(ctx, conn.Conn(), resource, token)
+	case *pgx.Conn:
+		tx, err = f.beginFenced(ctx, db, resource, token)
+	default:
+		tx, err = f.beginThenFence(ctx, db, resource, token)
+	}
 	if err != nil {
-		return fmt.Errorf("pgfence: begin: %w", err)
+		return err
 	}
 	// Rollback after a commit is a no-op; after an error it ends the
 	// transaction. Its own error adds nothing.
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, f.call, resource, int64(token)); err != nil {
-		return fenceError(err, resource, token, f.cfg.Schema)
-	}
 	if err := fn(ctx, tx); err != nil {
 		return err
 	}
@@ -166,6 +184,49 @@ func (f *Fence) runOnce(ctx context.Context, resource string, token uint64, fn f
 		return fmt.Errorf("pgfence: commit: %w", err)
 	}
 	return nil
+}
+
+// beginFenced begins a transaction on conn whose first statement is the
+// fence, sending both in one round trip (one simple-protocol query,
+// "BEGIN ...; SELECT tenure_fence(...)"). A fence that fails leaves no
+// transaction open.
+func (f *Fence) beginFenced(ctx context.Context, conn *pgx.Conn, resource string, token uint64) (pgx.Tx, error) {
+	lit, ok := literal(conn, resource)
+	if !ok {
+		return f.beginThenFence(ctx, conn, resource, token)
+	}
+	q := "BEGIN ISOLATION LEVEL " + string(f.cfg.IsoLevel) + "; SELECT " + f.fn + "(" + lit + ", " + strconv.FormatUint(token, 10) + ")"
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: q})
+	if err != nil {
+		if !conn.IsClosed() && conn.PgConn().TxStatus() != 'I' {
+			conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		return nil, fenceError(err, resource, token, f.cfg.Schema)
+	}
+	return tx, nil
+}
+
+// beginThenFence begins a transaction on db and runs the fence in it: two
+// round trips, for DBs other than a pool or a connection.
+func (f *Fence) beginThenFence(ctx context.Context, db DB, resource string, token uint64) (pgx.Tx, error) {
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: f.cfg.IsoLevel})
+	if err != nil {
+		return nil, fmt.Errorf("pgfence: begin: %w", err)
+	}
+	if _, err := tx.Exec(ctx, f.call, resource, int64(token)); err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, fenceError(err, resource, token, f.cfg.Schema)
+	}
+	return tx, nil
+}
+
+// literal returns s as a SQL string literal for conn, if conn's server
+// reads standard strings (backslashes are not escapes) and s can be one.
+func literal(conn *pgx.Conn, s string) (string, bool) {
+	if conn.PgConn().ParameterStatus("standard_conforming_strings") != "on" || strings.ContainsRune(s, 0) {
+		return "", false
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'", true
 }
 
 // Check runs tenure_fence(l.Name(), l.Token()) in tx, a transaction of

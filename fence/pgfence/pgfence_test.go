@@ -397,3 +397,62 @@ COMMIT;`, token, body)
 		t.Fatalf("reports = %q, %v; want ten", body, err)
 	}
 }
+
+// onlyBeginTx hides the pool's type, so InTx takes its path for other
+// DBs: BEGIN, then the fence, in two round trips.
+type onlyBeginTx struct{ pgfence.DB }
+
+// TestPaths runs the same fenced writes through a pool, a connection and
+// another DB, with resource names that need quoting, and checks that a
+// stale token leaves each connection usable.
+func TestPaths(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.install(t, pgfence.DefaultConfig())
+	d.exec(t, logTable)
+	ctx := context.Background()
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for i, tc := range []struct {
+		name string
+		db   pgfence.DB
+	}{
+		{"pool", d.pool},
+		{"conn", conn.Conn()},
+		{"other", onlyBeginTx{d.pool}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := pgfence.New(ctx, tc.db, pgfence.Config{Schema: d.schema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resource := fmt.Sprintf(`it's %s \' "x"); DROP TABLE log; --`, tc.name)
+			newConns := d.pool.Stat().NewConnsCount()
+			for j, s := range []struct {
+				token uint64
+				stale bool
+			}{{4, false}, {3, true}, {4, false}, {2, true}, {1, true}, {5, false}} {
+				err := f.InTx(ctx, fence.Grant(resource, s.token), logWrite(i*10+j, s.token))
+				if got := errors.Is(err, fence.ErrStale); got != s.stale || (!s.stale && err != nil) {
+					t.Fatalf("token %d: %v; want stale %t", s.token, err, s.stale)
+				}
+			}
+			if h, err := f.Highest(ctx, resource); err != nil || h != 5 {
+				t.Fatalf("Highest(%q) = %d, %v; want 5", resource, h, err)
+			}
+			if n := d.pool.Stat().NewConnsCount() - newConns; n > 1 {
+				t.Fatalf("stale tokens cost %d new connections", n)
+			}
+		})
+	}
+	// The connection is not left in a failed transaction.
+	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("the connection after stale tokens: %v", err)
+	}
+	if got := len(rows(t, d)); got != 9 {
+		t.Fatalf("%d rows, want 3 per path", got)
+	}
+}
