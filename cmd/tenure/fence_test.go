@@ -100,3 +100,24 @@ func TestFenceInstallBadUsage(t *testing.T) {
 		t.Fatalf("-h: exit %d, %q", code, out)
 	}
 }
+
+// TestDemoPostgres runs tenure demo --scenario postgres,db-lock against
+// the test database: exit 0, the stale transaction rolled back.
+func TestDemoPostgres(t *testing.T) {
+	t.Parallel()
+	url, _, _ := testPostgres(t)
+	code, out, errs := fenceCLI("demo", "--scenario", "postgres,db-lock", "--postgres", url, "--ttl", "400ms", "--pause", "900ms")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	for _, want := range []string{"REJECTED: stale token, rolled back", "LOST UPDATE", "All 2 scenarios behaved as expected"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the timeline does not show %q:\n%s", want, out)
+		}
+	}
+	// Without Postgres, the scenarios are skipped, not failed.
+	code, out, errs = fenceCLI("demo", "--scenario", "postgres", "--postgres", "postgres://postgres@127.0.0.1:1/none")
+	if code != exitOK || !strings.Contains(out, "skipped: Postgres does not answer") {
+		t.Fatalf("without Postgres: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+}

@@ -85,7 +85,7 @@ func checkName(name string) error {
 }
 
 // WriteFile writes data to the file name in the directory, creating it
-// with perm (before the umask) or replacing it, if l's token is not lower
+// or replacing it, with mode perm exactly (the umask does not apply), if l's token is not lower
 // than the directory's fence for l.Name(); otherwise it returns a
 // *fence.StaleError and changes nothing. A reader sees the old content or
 // the new, never part of it.

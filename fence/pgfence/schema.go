@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Version is the version of the fence schema this package installs and
@@ -107,6 +108,7 @@ type DB interface {
 
 var (
 	_ DB = (*pgx.Conn)(nil)
+	_ DB = (*pgxpool.Pool)(nil)
 )
 
 // InstallResult says what Install did.
