@@ -250,3 +250,41 @@ func TestConnectInterceptor(t *testing.T) {
 		t.Fatalf("stale Connect JSON call: HTTP %d, want 409", resp.StatusCode)
 	}
 }
+
+// TestConnectStream fences a server stream: the whole stream is admitted
+// or refused at its start.
+func TestConnectStream(t *testing.T) {
+	t.Parallel()
+	const procedure = "/test.v1.Writer/Watch"
+	mux := http.NewServeMux()
+	mux.Handle(procedure, connect.NewServerStreamHandler(procedure,
+		func(ctx context.Context, req *connect.Request[emptypb.Empty], stream *connect.ServerStream[emptypb.Empty]) error {
+			if _, ok := httpfence.FromContext(ctx); !ok {
+				return connect.NewError(connect.CodeInternal, errors.New("no lease in the context"))
+			}
+			return stream.Send(&emptypb.Empty{})
+		}, connect.WithInterceptors(httpfence.Interceptor(httpfence.DefaultConfig()))))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	call := func(token uint64) (int, error) {
+		hc := &http.Client{Transport: &httpfence.Transport{Lease: fence.Grant("svc", token)}}
+		c := connect.NewClient[emptypb.Empty, emptypb.Empty](hc, srv.URL+procedure)
+		s, err := c.CallServerStream(context.Background(), connect.NewRequest(&emptypb.Empty{}))
+		if err != nil {
+			return 0, err
+		}
+		defer s.Close()
+		n := 0
+		for s.Receive() {
+			n++
+		}
+		return n, s.Err()
+	}
+	if n, err := call(5); err != nil || n != 1 {
+		t.Fatalf("stream with token 5: %d messages, %v", n, err)
+	}
+	n, err := call(4)
+	if se, ok := httpfence.StaleFromConnect(err); !ok || n != 0 || se.Token != 4 || se.Highest != 5 {
+		t.Fatalf("stream with token 4: %d messages, %v; want refused as stale behind 5", n, err)
+	}
+}
