@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenure-io/tenure/fence"
+	"github.com/tenure-io/tenure/internal/benchpair"
 	"github.com/tenure-io/tenure/fence/pgfence"
 )
 
@@ -31,23 +32,28 @@ func BenchmarkPostgres(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run("unfenced", func(b *testing.B) {
-			for b.Loop() {
-				if err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-					return update(ctx, tx)
-				}); err != nil {
-					b.Fatal(err)
+		l := fence.Grant("counters/1", 1)
+		unfenced := func() error {
+			return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+				return update(ctx, tx)
+			})
+		}
+		fenced := func() error { return f.InTx(ctx, l, update) }
+		for _, bc := range []struct {
+			name string
+			op   func() error
+		}{{"unfenced", unfenced}, {"fenced", fenced}} {
+			b.Run(bc.name, func(b *testing.B) {
+				for b.Loop() {
+					if err := bc.op(); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
-		b.Run("fenced", func(b *testing.B) {
-			l := fence.Grant("counters/1", 1)
-			for b.Loop() {
-				if err := f.InTx(ctx, l, update); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+			})
+		}
+		// Both alternately, for a ratio that the machine's load affects
+		// on both sides alike.
+		b.Run("paired", func(b *testing.B) { benchpair.Run(b, unfenced, fenced) })
 	}
 	pair(b, d.pool)
 	b.Run("async-commit", func(b *testing.B) {

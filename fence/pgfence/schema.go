@@ -44,22 +44,44 @@ BEGIN
 			coalesce(tenure_fence.token::text, 'NULL'), quote_literal(tenure_fence.resource)
 			USING ERRCODE = 'TF002';
 	END IF;
-	-- Insert or raise the fence. The row stays locked until the calling
-	-- transaction ends, which serialises fenced transactions on the same
-	-- resource; under READ COMMITTED a waiter re-checks the row as the
-	-- lock holder committed it.
-	INSERT INTO {{schema}}.tenure_fences AS f (resource, token)
-	VALUES (tenure_fence.resource, tenure_fence.token)
-	ON CONFLICT (resource) DO UPDATE SET token = excluded.token, updated_at = now()
-		WHERE f.token <= excluded.token
-	RETURNING f.token INTO highest;
+	-- Lock the fence row. The lock is held until the calling transaction
+	-- ends, which serialises fenced transactions on the same resource;
+	-- under READ COMMITTED a waiter then reads the row as the lock holder
+	-- committed it (under REPEATABLE READ and SERIALIZABLE it fails with a
+	-- serialization failure instead, and is run again).
+	SELECT f.token INTO highest FROM {{schema}}.tenure_fences AS f
+		WHERE f.resource = tenure_fence.resource FOR UPDATE;
 	IF NOT FOUND THEN
+		-- The first fence of this resource; another transaction may be
+		-- inserting it at the same time, hence ON CONFLICT.
+		INSERT INTO {{schema}}.tenure_fences AS f (resource, token)
+		VALUES (tenure_fence.resource, tenure_fence.token)
+		ON CONFLICT (resource) DO UPDATE SET token = excluded.token, updated_at = now()
+			WHERE f.token <= excluded.token
+		RETURNING f.token INTO highest;
+		IF FOUND THEN
+			RETURN highest;
+		END IF;
 		SELECT f.token INTO highest FROM {{schema}}.tenure_fences AS f WHERE f.resource = tenure_fence.resource;
+		IF highest IS NULL THEN
+			-- The row went away again (deleted by hand): run again.
+			RAISE EXCEPTION 'tenure_fence: the fence of % changed under this transaction; run it again',
+				quote_literal(tenure_fence.resource) USING ERRCODE = '40001';
+		END IF;
+	END IF;
+	IF highest > tenure_fence.token THEN
 		RAISE EXCEPTION USING ERRCODE = 'TF001',
 			MESSAGE = format('tenure_fence: stale token %s for %L: a write with token %s was accepted',
 				tenure_fence.token, tenure_fence.resource, highest),
 			DETAIL = format('highest token: %s', highest),
 			HINT = 'A newer holder of the lease has written; this transaction is rolled back.';
+	END IF;
+	IF highest < tenure_fence.token THEN
+		-- A newer token: record it. The same token again (a holder's
+		-- next write) needs only the lock.
+		UPDATE {{schema}}.tenure_fences AS f SET token = tenure_fence.token, updated_at = now()
+			WHERE f.resource = tenure_fence.resource;
+		highest := tenure_fence.token;
 	END IF;
 	RETURN highest;
 END

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tenure-io/tenure/fence"
+	"github.com/tenure-io/tenure/internal/benchpair"
 )
 
 // BenchmarkRedis compares SET with the fenced SET (Fence.Set), one at a
@@ -13,19 +14,22 @@ func BenchmarkRedis(b *testing.B) {
 	r := newRedis(b)
 	ctx := context.Background()
 	key := r.key("bench", "v")
-	b.Run("unfenced", func(b *testing.B) {
-		for b.Loop() {
-			if err := r.rdb.Set(ctx, key, "value", 0).Err(); err != nil {
-				b.Fatal(err)
+	l := fence.Grant("bench", 1)
+	unfenced := func() error { return r.rdb.Set(ctx, key, "value", 0).Err() }
+	fenced := func() error { return r.f.Set(ctx, l, key, "value", 0) }
+	for _, bc := range []struct {
+		name string
+		op   func() error
+	}{{"unfenced", unfenced}, {"fenced", fenced}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.op(); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("fenced", func(b *testing.B) {
-		l := fence.Grant("bench", 1)
-		for b.Loop() {
-			if err := r.f.Set(ctx, l, key, "value", 0); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		})
+	}
+	// Both alternately, for a ratio that the machine's load affects on
+	// both sides alike.
+	b.Run("paired", func(b *testing.B) { benchpair.Run(b, unfenced, fenced) })
 }

@@ -182,7 +182,7 @@ type Script struct {
 // the keys must carry the fence's hash tag (see FenceKey).
 func (f *Fence) Script(body string) *Script {
 	return &Script{f: f, s: redis.NewScript(checkLua + "local function body(KEYS, ARGV)\n" + body +
-		"\nend\nlocal res = body({unpack(KEYS, 2)}, {unpack(ARGV, 2)})\nredis.call('SET', tenure_fkey, tenure_token)\nreturn res\n")}
+		"\nend\nlocal res = body({unpack(KEYS, 2)}, {unpack(ARGV, 2)})\n" + recordLua + "return res\n")}
 }
 
 // Hash returns the SHA1 digest of the whole script (the fence check with

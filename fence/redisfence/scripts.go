@@ -11,26 +11,30 @@ import "github.com/redis/go-redis/v9"
 // refuses a key of the wrong type before it writes anything, so an error
 // leaves both the data and the fence as they were.
 
-// checkLua refuses a stale token. It defines tenure_fkey and tenure_token
+// checkLua refuses a stale token. It defines tenure_fkey, tenure_token and
+// tenure_highest
 // (names a script body of the caller's will not clash with) for what
 // follows.
 const checkLua = `local tenure_fkey, tenure_token = KEYS[1], ARGV[1]
-local highest = redis.pcall('GET', tenure_fkey)
-if type(highest) == 'table' and highest.err then
-	return redis.error_reply('TENURE_WRONGTYPE the fence key ' .. tenure_fkey .. ' is not a string: ' .. highest.err)
+local tenure_highest = redis.pcall('GET', tenure_fkey)
+if type(tenure_highest) == 'table' and tenure_highest.err then
+	return redis.error_reply('TENURE_WRONGTYPE the fence key ' .. tenure_fkey .. ' is not a string: ' .. tenure_highest.err)
 end
-if highest then
-	if not string.match(highest, '^[1-9][0-9]*$') then
-		return redis.error_reply('TENURE_WRONGTYPE the fence key ' .. tenure_fkey .. ' holds ' .. string.format('%q', highest) .. ', not a token')
+if tenure_highest then
+	if not string.match(tenure_highest, '^[1-9][0-9]*$') then
+		return redis.error_reply('TENURE_WRONGTYPE the fence key ' .. tenure_fkey .. ' holds ' .. string.format('%q', tenure_highest) .. ', not a token')
 	end
-	if #highest > #tenure_token or (#highest == #tenure_token and highest > tenure_token) then
-		return redis.error_reply('TENURE_STALE ' .. highest)
+	if #tenure_highest > #tenure_token or (#tenure_highest == #tenure_token and tenure_highest > tenure_token) then
+		return redis.error_reply('TENURE_STALE ' .. tenure_highest)
 	end
 end
 `
 
-// recordLua records the token; the scripts end with it.
-const recordLua = `redis.call('SET', tenure_fkey, tenure_token)
+// recordLua records the token; the scripts end with it. The same token
+// again (a holder's next write) is already recorded.
+const recordLua = `if tenure_highest ~= tenure_token then
+	redis.call('SET', tenure_fkey, tenure_token)
+end
 `
 
 // setScript: KEYS[2] key; ARGV[2] value, ARGV[3] ttl in ms (0: none).
