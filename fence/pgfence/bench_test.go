@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenure-io/tenure/fence"
-	"github.com/tenure-io/tenure/internal/benchpair"
 	"github.com/tenure-io/tenure/fence/pgfence"
+	"github.com/tenure-io/tenure/internal/benchpair"
 )
 
 // BenchmarkPostgres compares a one-row UPDATE transaction with the same

@@ -12,9 +12,8 @@ import "github.com/redis/go-redis/v9"
 // leaves both the data and the fence as they were.
 
 // checkLua refuses a stale token. It defines tenure_fkey, tenure_token and
-// tenure_highest
-// (names a script body of the caller's will not clash with) for what
-// follows.
+// tenure_highest (names a script body of the caller's will not clash
+// with) for what follows.
 const checkLua = `local tenure_fkey, tenure_token = KEYS[1], ARGV[1]
 local tenure_highest = redis.pcall('GET', tenure_fkey)
 if type(tenure_highest) == 'table' and tenure_highest.err then
