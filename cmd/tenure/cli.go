@@ -27,7 +27,8 @@ Commands:
   kv get KEY
   kv delete KEY --lease NAME --token T
   run NAME [--ttl 10s] [--kill-after D] -- CMD [ARGS...]   run CMD holding the lease
-  demo [--ttl 2s] [--pause D] [--scenario all] [--real]   see fencing at work
+  demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--postgres URL]
+                         see fencing at work
   fence install --postgres URL [--schema S]   install tenure_fence in Postgres
 
 Global flags (before or after the command):
