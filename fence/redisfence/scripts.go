@@ -19,7 +19,7 @@ local tenure_highest = redis.pcall('GET', tenure_fkey)
 if type(tenure_highest) == 'table' and tenure_highest.err then
 	return redis.error_reply('TENURE_WRONGTYPE the fence key ' .. tenure_fkey .. ' is not a string: ' .. tenure_highest.err)
 end
-if tenure_highest then
+if tenure_highest and tenure_highest ~= tenure_token then
 	if not string.match(tenure_highest, '^[1-9][0-9]*$') then
 		return redis.error_reply('TENURE_WRONGTYPE the fence key ' .. tenure_fkey .. ' holds ' .. string.format('%q', tenure_highest) .. ', not a token')
 	end
