@@ -20,10 +20,11 @@
 // If 42 is lower than the highest token accepted for jobs/nightly, it
 // raises an error with SQLSTATE TF001 (StaleSQLState; its DETAIL is
 // "highest token: N") and the transaction is aborted: nothing it did
-// commits. Otherwise it records 42, and the row it wrote stays locked
-// until the transaction ends, so fenced transactions on one resource run
-// one after another: a transaction commits its writes only while its
-// token is the highest accepted. An empty resource or a token below 1
+// commits. Otherwise it records 42 (if it is newer than the highest) and
+// keeps the resource's fence row locked until the transaction ends, so
+// fenced transactions on one resource run one after another: a
+// transaction commits its writes only while its token is the highest
+// accepted. An empty resource or a token below 1
 // raises TF002 (InvalidSQLState).
 //
 // # Isolation levels
