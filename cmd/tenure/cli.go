@@ -27,7 +27,9 @@ Commands:
   kv get KEY
   kv delete KEY --lease NAME --token T
   run NAME [--ttl 10s] [--kill-after D] -- CMD [ARGS...]   run CMD holding the lease
-  demo [--ttl 2s] [--pause D] [--scenario all] [--real]   see fencing at work
+  demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--postgres URL]
+                         see fencing at work
+  fence install --postgres URL [--schema S]   install tenure_fence in Postgres
 
 Global flags (before or after the command):
   --endpoints ADDRS      comma-separated API addresses (env TENURE_ENDPOINTS,
@@ -145,6 +147,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.runCommand(ctx, args)
 	case "demo":
 		return a.demo(ctx, args)
+	case "fence":
+		return a.fence(ctx, args)
 	case "help":
 		return &helpRequest{usage: topUsage}
 	}

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/tenure-io/tenure/internal/demo"
 )
@@ -20,11 +23,22 @@ cluster embedded in this process:
   failover      the cluster's leader crashes while B holds the lease: B keeps
                 its token, no write is lost, the next grant's token is larger.
 
+Two more need a Postgres server (--postgres URL, default the local one); they
+run when named, or with all when --postgres is given, and are skipped with a
+note when Postgres does not answer:
+
+  postgres      the fenced timing against a table: every write is a
+                transaction that starts with SELECT tenure_fence(lease, token);
+                A's late transaction is rolled back, the table keeps B's rows.
+  db-lock       a Postgres advisory lock instead of a lease: it keeps B out
+                while A's connection lives, and frees when the connection
+                drops; A, waking on a new connection, overwrites B's row.
+
 --real runs fenced and timeout-lock with processes instead: a tenured child
 (next to this binary or on PATH) and worker children, the paused one frozen
 with SIGSTOP and resumed with SIGCONT.
 
-It needs no server: --endpoints is ignored. Exits 0 only if every scenario
+It needs no tenure server: --endpoints is ignored. Exits 0 only if every scenario
 produced its expected outcome, 1 otherwise (2 for bad flags).`
 
 // demo runs `tenure demo`, or a worker process of `tenure demo --real`
@@ -37,10 +51,11 @@ func (a *app) demo(ctx context.Context, args []string) error {
 		}
 		return w.Run(ctx, a.stdout)
 	}
-	c := a.newCommand("demo", "demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--verbose]", demoAbout)
+	c := a.newCommand("demo", "demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--postgres URL] [--verbose]", demoAbout)
 	ttl := c.fs.Duration("ttl", demo.DefaultTTL, fmt.Sprintf("lease `TTL` (at least %s)", demo.MinTTL))
 	pause := c.fs.Duration("pause", 0, "how long worker A stalls; must exceed the TTL (default ttl + max(ttl/2, 500ms))")
-	scenario := c.fs.String("scenario", "all", "`names` to run: all, or a comma list of fenced, timeout-lock, failover")
+	scenario := c.fs.String("scenario", "all", "`names` to run: all, or a comma list of fenced, timeout-lock, postgres, db-lock, failover")
+	pgURL := c.fs.String("postgres", demo.DefaultPostgres, "Postgres `URL` of the postgres and db-lock scenarios")
 	real := c.fs.Bool("real", false, "run the workers and the server (tenured) as separate processes")
 	verbose := c.fs.Bool("verbose", false, "show the logs of raft, the nodes and the child processes on stderr")
 	if _, err := a.parse(c, args, nil, 0); err != nil {
@@ -56,6 +71,10 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	var err error
 	if cfg.Scenarios, err = demo.ParseScenarios(*scenario); err != nil {
 		return &usageError{msg: err.Error(), usage: c.usage}
+	}
+	cfg.Postgres = *pgURL
+	if strings.TrimSpace(*scenario) == "all" && flagSet(c.fs, "postgres") {
+		cfg.Scenarios, _ = demo.ParseScenarios(scenarioNames(append(slices.Clone(demo.AllScenarios), demo.PostgresScenarios...)))
 	}
 	cfg.Real = *real
 	cfg.Verbose = *verbose
@@ -82,4 +101,20 @@ func (a *app) demo(ctx context.Context, args []string) error {
 		return errors.New(err.Error())
 	}
 	return nil
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// scenarioNames joins scenarios as --scenario takes them.
+func scenarioNames(scs []demo.Scenario) string {
+	names := make([]string, len(scs))
+	for i, sc := range scs {
+		names[i] = string(sc)
+	}
+	return strings.Join(names, ",")
 }

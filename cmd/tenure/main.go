@@ -15,6 +15,9 @@
 // tenure run NAME -- CMD exits with CMD's code otherwise (128+N if signal
 // N ended it).
 //
+// tenure fence install --postgres URL installs the Postgres fencing
+// function tenure_fence (see docs/fencing.md); it needs no cluster.
+//
 // The default holder of acquire is the host name, a dash and the process
 // ID (e.g. web-1-4242), so two runs of the CLI are two holders; pass
 // --holder to renew by acquiring again.

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Scenario names one scenario of the demo.
@@ -20,10 +23,28 @@ const (
 	TimeoutLock Scenario = "timeout-lock"
 	// Failover: the lease cluster's leader crashes while B holds a lease.
 	Failover Scenario = "failover"
+	// Postgres: the paused-writer timing against Postgres, each write a
+	// transaction fenced by tenure_fence. Needs a Postgres server.
+	Postgres Scenario = "postgres"
+	// DBLock: a Postgres advisory lock instead of a lease: it keeps B out
+	// while A's connection lives, and no longer. Needs a Postgres server.
+	DBLock Scenario = "db-lock"
 )
 
-// AllScenarios lists the scenarios in the order they run.
+// AllScenarios lists the scenarios that need no setup, in the order they
+// run: what --scenario all runs.
 var AllScenarios = []Scenario{Fenced, TimeoutLock, Failover}
+
+// PostgresScenarios need a Postgres server (Config.Postgres). They run
+// when named, or with all when a --postgres URL is given.
+var PostgresScenarios = []Scenario{Postgres, DBLock}
+
+// scenarioOrder is the order every scenario runs in: failover crashes a
+// node of the cluster, so it is last.
+var scenarioOrder = []Scenario{Fenced, TimeoutLock, Postgres, DBLock, Failover}
+
+// needsPostgres reports whether sc needs a Postgres server.
+func needsPostgres(sc Scenario) bool { return sc == Postgres || sc == DBLock }
 
 // scenarioInfo is what the timeline says about each scenario.
 var scenarioInfo = map[Scenario]struct {
@@ -44,6 +65,22 @@ var scenarioInfo = map[Scenario]struct {
 			"The same timing, but the store does NOT check tokens: it takes any",
 			"write from whoever believes it holds the lock, like a file or a table",
 			"guarded only by the lock's timeout.",
+		},
+	},
+	Postgres: {
+		title: "fenced Postgres transaction",
+		about: []string{
+			"The same timing against Postgres: each write of A and B is a transaction",
+			"whose first statement is SELECT tenure_fence(lease, token), so a",
+			"transaction with a stale token is rolled back whole.",
+		},
+	},
+	DBLock: {
+		title: "database lock (Postgres advisory lock)",
+		about: []string{
+			"A and B take pg_advisory_lock instead of a lease. The lock holds as long",
+			"as the connection that took it, however long A pauses; it has no token.",
+			"Then A's connection drops (a network cut, an idle timeout, a proxy).",
 		},
 	},
 	Failover: {
@@ -110,7 +147,19 @@ type Config struct {
 	Format Format
 	// Colour colours the Text timeline with ANSI escapes (see UseColour).
 	Colour bool
+	// Postgres is the connection URL of the Postgres server of the
+	// Postgres and DBLock scenarios; they are skipped, with a note, when
+	// it does not answer within PostgresTimeout. Default DefaultPostgres.
+	// The demo works in a schema of its own, dropped at the end.
+	Postgres string
 }
+
+// DefaultPostgres is the Postgres server the demo tries by default: the
+// local one, as the user of $PGUSER or of this process.
+const DefaultPostgres = "postgres://127.0.0.1:5432/postgres"
+
+// PostgresTimeout bounds the demo's first connection to Postgres.
+const PostgresTimeout = 3 * time.Second
 
 // DefaultConfig returns the defaults described on each Config field,
 // without Stdout.
@@ -120,6 +169,7 @@ func DefaultConfig() Config {
 		Pause:     DefaultPause(DefaultTTL),
 		Scenarios: AllScenarios,
 		Stderr:    io.Discard,
+		Postgres:  DefaultPostgres,
 	}
 }
 
@@ -151,8 +201,13 @@ func (c *Config) Validate() error {
 		}
 		seen[s] = true
 	}
-	if c.Real && len(c.Scenarios) == 1 && c.Scenarios[0] == Failover {
-		return errors.New("--real runs the fenced and timeout-lock scenarios; failover runs in-process only (drop --real)")
+	if c.Real && !slices.ContainsFunc(c.Scenarios, realCapable) {
+		return errors.New("--real runs the fenced and timeout-lock scenarios; failover runs in-process only, and so do postgres and db-lock (drop --real)")
+	}
+	if slices.ContainsFunc(c.Scenarios, needsPostgres) {
+		if _, err := pgx.ParseConfig(c.Postgres); err != nil {
+			return fmt.Errorf("--postgres: %v", err)
+		}
 	}
 	return nil
 }
@@ -173,7 +228,7 @@ func ParseScenarios(s string) ([]Scenario, error) {
 		want[sc] = true
 	}
 	var out []Scenario
-	for _, sc := range AllScenarios {
+	for _, sc := range scenarioOrder {
 		if want[sc] {
 			out = append(out, sc)
 		}
@@ -181,9 +236,12 @@ func ParseScenarios(s string) ([]Scenario, error) {
 	return out, nil
 }
 
+// realCapable reports whether sc has a real-process form (--real).
+func realCapable(sc Scenario) bool { return sc == Fenced || sc == TimeoutLock }
+
 func scenarioList() string {
-	names := make([]string, len(AllScenarios))
-	for i, s := range AllScenarios {
+	names := make([]string, len(scenarioOrder))
+	for i, s := range scenarioOrder {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")

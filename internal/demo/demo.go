@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -31,7 +33,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if cfg.Real {
 		results, skipped, err = runReal(ctx, &cfg, tl)
 	} else {
-		results, err = runInProcess(ctx, &cfg, tl)
+		results, skipped, err = runInProcess(ctx, &cfg, tl)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -68,21 +70,39 @@ func runScenario(tl *timeline, sc Scenario, n, of int, extra []string, run func(
 }
 
 // runInProcess runs the scenarios on a cluster embedded in this process.
-func runInProcess(ctx context.Context, cfg *Config, tl *timeline) ([]Result, error) {
+// The Postgres scenarios are skipped, with a note, when Postgres does not
+// answer.
+func runInProcess(ctx context.Context, cfg *Config, tl *timeline) ([]Result, []Scenario, error) {
 	logs := io.Discard
 	if cfg.Verbose {
 		logs = cfg.Stderr
+	}
+	scenarios, skipped := cfg.Scenarios, []Scenario(nil)
+	var pg *pgDemo
+	var pgErr error
+	if slices.ContainsFunc(scenarios, needsPostgres) {
+		if pg, pgErr = openPostgres(ctx, cfg.Postgres); pgErr != nil {
+			scenarios = slices.DeleteFunc(slices.Clone(scenarios), func(sc Scenario) bool {
+				if needsPostgres(sc) {
+					skipped = append(skipped, sc)
+					return true
+				}
+				return false
+			})
+		} else {
+			defer pg.close()
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cl, err := startCluster(sctx, logs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer cl.Close()
 	leader, err := cl.WaitLeader(sctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var ids []string
 	for _, m := range cl.Members() {
@@ -98,32 +118,67 @@ func runInProcess(ctx context.Context, cfg *Config, tl *timeline) ([]Result, err
 
 	reader, err := newClient(cl.Endpoints())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer reader.Close()
-	procs := &inProcess{endpoints: cl.Endpoints(), mem: newMemStore()}
+	procs := &inProcess{endpoints: cl.Endpoints(), mem: newMemStore(), pg: pg}
 
 	var results []Result
-	for i, sc := range cfg.Scenarios {
+	for i, sc := range scenarios {
 		var extra []string
 		if sc == TimeoutLock {
 			extra = []string{"Here it is a map in this process."}
 		}
-		r, err := runScenario(tl, sc, i+1, len(cfg.Scenarios), extra, func() (Result, error) {
+		if sc == Postgres {
+			extra = []string{"Here Postgres at " + redactURL(cfg.Postgres) + ", schema " + pg.name + " (dropped at the end)."}
+		}
+		r, err := runScenario(tl, sc, i+1, len(scenarios), extra, func() (Result, error) {
 			switch sc {
 			case Fenced:
 				return runPausedWriter(ctx, tl, cfg, sc, pausedEnv{launcher: procs, storeSpec: storeKV, store: fencedStore{reader}})
 			case TimeoutLock:
 				return runPausedWriter(ctx, tl, cfg, sc, pausedEnv{launcher: procs, storeSpec: storeMemory, store: procs.mem})
+			case Postgres:
+				return runPostgres(ctx, tl, cfg, procs, pg)
+			case DBLock:
+				return runDBLock(ctx, tl, cfg, pg)
 			case Failover:
 				return runFailover(ctx, tl, cfg, cl)
 			}
 			return Result{}, errors.New("unknown scenario")
 		})
 		if err != nil {
-			return results, err
+			return results, skipped, err
 		}
 		results = append(results, r)
 	}
-	return results, nil
+	for _, sc := range skipped {
+		tl.note(sc, fmt.Sprintf("Scenario %s: skipped: Postgres does not answer at %s (%v).\n"+
+			"  Start one, or point --postgres at one: tenure demo --scenario %s --postgres postgres://USER@HOST:5432/DB",
+			sc, redactURL(cfg.Postgres), lastLine(pgErr), sc))
+	}
+	return results, skipped, nil
+}
+
+// redactURL returns a Postgres URL without its password, for the
+// timeline.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// lastLine returns the last line of err's message, trimmed: the innermost
+// cause of a driver's multi-line connection error.
+func lastLine(err error) string {
+	msg := strings.TrimSpace(err.Error())
+	if i := strings.LastIndex(msg, "\n"); i >= 0 {
+		msg = strings.TrimSpace(msg[i+1:])
+	}
+	return msg
 }

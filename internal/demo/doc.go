@@ -20,6 +20,25 @@
 //     same token; every acknowledged write is still there; a grant after B
 //     releases gets a larger token.
 //
+// Two more scenarios need a Postgres server (Config.Postgres; skipped with
+// a note when it does not answer within PostgresTimeout). They run when
+// named, and with all when tenure demo is given --postgres; they work in a
+// schema of their own (tenure_demo_...), dropped at the end:
+//
+//  4. postgres: scenario 1's timing, each write a transaction whose first
+//     statement is tenure_fence(lease, token) (package fence/pgfence).
+//     Expected: A's late transaction fails with SQLSTATE TF001 and is
+//     rolled back; the table keeps B's row, and its log holds A-1 and B-1
+//     only.
+//  5. db-lock: a Postgres advisory lock (pg_advisory_lock) instead of a
+//     lease. A takes it on its connection and writes, then stalls; B waits
+//     for it, still a TTL into A's pause (what the lock protects); then
+//     A's connection is terminated (pg_terminate_backend, standing in for
+//     a network cut or an idle timeout), the server frees the lock, B
+//     takes it and writes; A wakes, finds its connection gone, writes on a
+//     new one, and nothing stops it. Expected: the lost update, as in
+//     scenario 2: the lock is tied to the connection and carries no token.
+//
 // # Where it runs
 //
 // By default everything runs in one process: a three-node cluster with

@@ -55,6 +55,8 @@ func (w *workerRun) drain() {
 type inProcess struct {
 	endpoints []string
 	mem       *memStore
+	// pg is the store of storePostgres; nil without Postgres.
+	pg *pgDemo
 }
 
 func (l *inProcess) launch(ctx context.Context, spec workerSpec) (*workerRun, error) {
@@ -62,7 +64,10 @@ func (l *inProcess) launch(ctx context.Context, spec workerSpec) (*workerRun, er
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(spec.Store, c, l.mem)
+	var st store = l.pg
+	if spec.Store != storePostgres || l.pg == nil {
+		st, err = openStore(spec.Store, c, l.mem)
+	}
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -257,7 +262,7 @@ func (o *pausedOutcome) judge(sc Scenario) (bool, string) {
 		return false, fmt.Sprintf("B's write failed: %s", pb[0].Outcome)
 	}
 	late := pa[1]
-	if sc == Fenced {
+	if sc == Fenced || sc == Postgres {
 		switch {
 		case late.Err == "" && late.At < pb[0].At:
 			return false, "A's second write was accepted before B took over: A did not stall past its TTL"
@@ -267,6 +272,10 @@ func (o *pausedOutcome) judge(sc Scenario) (bool, string) {
 			return false, fmt.Sprintf("A's late write failed with %q; want a stale-token rejection", late.Outcome)
 		case o.final != valueB1 || o.finalToken != tb:
 			return false, fmt.Sprintf("the final value is %q (token %d); want B's %q (token %d)", o.final, o.finalToken, valueB1, tb)
+		}
+		if sc == Postgres {
+			return true, fmt.Sprintf("tenure_fence rolled back A's late transaction with token %d because B had been granted token %d; the table keeps B's %q.",
+				ta, tb, valueB1)
 		}
 		return true, fmt.Sprintf("the store rejected A's late write with token %d because B had been granted token %d; the final value is B's %q.",
 			ta, tb, valueB1)

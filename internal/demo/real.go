@@ -34,7 +34,7 @@ func runReal(ctx context.Context, cfg *Config, tl *timeline) ([]Result, []Scenar
 	}
 	var run, skipped []Scenario
 	for _, sc := range cfg.Scenarios {
-		if sc == Failover {
+		if !realCapable(sc) {
 			skipped = append(skipped, sc)
 		} else {
 			run = append(run, sc)
@@ -90,7 +90,11 @@ func runReal(ctx context.Context, cfg *Config, tl *timeline) ([]Result, []Scenar
 		results = append(results, r)
 	}
 	for _, sc := range skipped {
-		tl.note(sc, fmt.Sprintf("Scenario %s: skipped with --real (it crashes a node of an in-process cluster); run: tenure demo --scenario %s", sc, sc))
+		why := "it crashes a node of an in-process cluster"
+		if needsPostgres(sc) {
+			why = "it runs its workers in-process"
+		}
+		tl.note(sc, fmt.Sprintf("Scenario %s: skipped with --real (%s); run: tenure demo --scenario %s", sc, why, sc))
 	}
 	return results, skipped, nil
 }

@@ -24,10 +24,21 @@ type store interface {
 	Fenced() bool
 }
 
+// describedStore is a store that words its writes on the timeline
+// itself.
+type describedStore interface {
+	store
+	// describe is the event text of writing value under key.
+	describe(key, value string) string
+	// rejected is the outcome of a write refused as stale.
+	rejected() string
+}
+
 var (
-	_ store = fencedStore{}
-	_ store = (*memStore)(nil)
-	_ store = dirStore("")
+	_ describedStore = (*pgDemo)(nil)
+	_ store          = fencedStore{}
+	_ store          = (*memStore)(nil)
+	_ store          = dirStore("")
 )
 
 // Store specs, as a worker is given them (the --store flag of a worker).

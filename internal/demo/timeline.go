@@ -306,6 +306,12 @@ func (t *timeline) summary(results []Result, skipped []Scenario, elapsed time.Du
 	}
 	var line string
 	switch {
+	case len(results) == 0:
+		names := make([]string, len(skipped))
+		for i, s := range skipped {
+			names[i] = string(s)
+		}
+		line = t.paint(toneColour[ToneWait], fmt.Sprintf("No scenario ran: %s skipped (%s).", strings.Join(names, ", "), fmtAt(elapsed)))
 	case len(failed) == 0 && len(results) == 1:
 		line = t.paint(toneColour[ToneGood], fmt.Sprintf("The scenario behaved as expected (%s).", fmtAt(elapsed)))
 	case len(failed) == 0:

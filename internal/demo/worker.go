@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/fence"
 )
 
 // workerSpec is the script of one worker: acquire the lease (queueing if
@@ -55,7 +56,7 @@ func errCode(err error) string {
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, client.ErrStaleToken):
+	case errors.Is(err, client.ErrStaleToken), errors.Is(err, fence.ErrStale):
 		return errStale
 	case errors.Is(err, client.ErrLeaseHeld):
 		return errHeld
@@ -106,12 +107,18 @@ func runWorker(ctx context.Context, spec workerSpec, c *client.Client, st store,
 		}
 		err := st.Put(ctx, spec.Key, v, spec.Lease, l.Token)
 		e := Event{Op: "put", Text: fmt.Sprintf("put %s = %q", spec.Key, v), Value: v, Token: l.Token, Err: errCode(err)}
-		if !st.Fenced() {
+		ds, described := st.(describedStore)
+		switch {
+		case described:
+			e.Text = ds.describe(spec.Key, v)
+		case !st.Fenced():
 			e.Text = fmt.Sprintf("write %s = %q, no token check", spec.Key, v)
 		}
 		switch {
 		case err == nil:
 			e.Outcome, e.Tone = "ok", ToneGood
+		case e.Err == errStale && described:
+			e.Outcome, e.Tone = ds.rejected(), ToneFenced
 		case e.Err == errStale:
 			e.Outcome, e.Tone = "REJECTED: stale token", ToneFenced
 		default:
