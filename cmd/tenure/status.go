@@ -32,7 +32,9 @@ type statusJSON struct {
 	ClusterTime   string       `json:"cluster_time"`
 	MinTTL        string       `json:"min_ttl"`
 	Leases        uint64       `json:"leases"`
+	LeasesStored  uint64       `json:"leases_stored"`
 	LastToken     uint64       `json:"last_token"`
+	ClusterID     string       `json:"cluster_id"`
 	Members       []memberJSON `json:"members"`
 }
 
@@ -53,7 +55,8 @@ func (a *app) status(ctx context.Context, args []string) error {
 			LeaderID: st.LeaderID, LeaderAddress: st.LeaderAddress, Term: st.Term,
 			AppliedIndex: st.AppliedIndex, CommitIndex: st.CommitIndex, LastIndex: st.LastIndex,
 			ClusterTime: fmtDuration(st.ClusterTime), MinTTL: fmtDuration(st.MinTTL),
-			Leases: st.Leases, LastToken: st.LastToken, Members: []memberJSON{},
+			Leases: st.Leases, LeasesStored: st.LeasesStored, LastToken: st.LastToken, ClusterID: st.ClusterID,
+			Members: []memberJSON{},
 		}
 		for _, m := range st.Members {
 			j.Members = append(j.Members, memberJSON(m))
@@ -74,6 +77,7 @@ func statusText(st client.Status) string {
 	}
 	rows := [][2]string{
 		{"endpoint", st.Endpoint},
+		{"cluster", st.ClusterID},
 		{"node", st.NodeID},
 		{"state", st.State},
 		{"leader", leader},
