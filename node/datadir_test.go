@@ -1,14 +1,11 @@
 package node
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/tenure-io/tenure/internal/dirdigest"
 	"github.com/tenure-io/tenure/internal/raftlog"
 	"github.com/tenure-io/tenure/lease"
 )
@@ -24,28 +22,11 @@ import (
 // test can show that a refused start changed nothing.
 func dirListing(t *testing.T, dir string) string {
 	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		if d.IsDir() {
-			lines = append(lines, rel+"/")
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		lines = append(lines, fmt.Sprintf("%s %d %x", rel, len(data), sha256.Sum256(data)))
-		return nil
-	})
+	d, err := dirdigest.Of(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
+	return d
 }
 
 // initialisedDir starts a single node in a new data directory, grants a

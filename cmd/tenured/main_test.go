@@ -3,16 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tenure-io/tenure/internal/dirdigest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's goroutines.
@@ -62,28 +60,11 @@ func initDataDir(t *testing.T) string {
 
 func listing(t *testing.T, dir string) string {
 	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		if d.IsDir() {
-			lines = append(lines, rel+"/")
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		lines = append(lines, fmt.Sprintf("%s %d %x", rel, len(data), sha256.Sum256(data)))
-		return nil
-	})
+	d, err := dirdigest.Of(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
+	return d
 }
 
 // tenured refuses a damaged data directory: exit 1, a message naming the
