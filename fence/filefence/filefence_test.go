@@ -6,16 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tenure-io/tenure/fence"
 	"github.com/tenure-io/tenure/fence/filefence"
+	"github.com/tenure-io/tenure/fence/internal/fencetest"
 )
 
 func open(t *testing.T) *filefence.Dir {
@@ -52,14 +53,6 @@ func read(t *testing.T, d *filefence.Dir, name string) string {
 	return string(b)
 }
 
-func wantStale(t *testing.T, err error, token, highest uint64) {
-	t.Helper()
-	se, ok := errors.AsType[*fence.StaleError](err)
-	if !ok || !errors.Is(err, fence.ErrStale) || se.Token != token || se.Highest != highest {
-		t.Fatalf("err = %v; want a StaleError for token %d behind %d", err, token, highest)
-	}
-}
-
 func TestWriteFile(t *testing.T) {
 	t.Parallel()
 	d := open(t)
@@ -71,7 +64,7 @@ func TestWriteFile(t *testing.T) {
 	}{{5, false, 5}, {5, false, 5}, {7, false, 7}, {6, true, 7}, {9, false, 9}, {1, true, 9}} {
 		err := d.WriteFile(ctx, fence.Grant("jobs/x", s.token), "report", []byte(fmt.Sprintf("v%d", s.token)), 0o640)
 		if s.stale {
-			wantStale(t, err, s.token, s.highest)
+			fencetest.WantStale(t, err, s.token, s.highest)
 		} else if err != nil {
 			t.Fatalf("token %d: %v", s.token, err)
 		}
@@ -101,7 +94,7 @@ func TestRemove(t *testing.T) {
 	if err := d.WriteFile(ctx, fence.Grant("r", 4), "f", []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wantStale(t, d.Remove(ctx, fence.Grant("r", 3), "f"), 3, 4)
+	fencetest.WantStale(t, d.Remove(ctx, fence.Grant("r", 3), "f"), 3, 4)
 	if read(t, d, "f") != "x" {
 		t.Fatal("a stale Remove removed the file")
 	}
@@ -281,32 +274,26 @@ func TestConcurrentWriters(t *testing.T) {
 	const resource = "shard/7"
 	// content is large, so a half-written file would show.
 	const copies = 20000
-	content := func(w int, tok uint64) []byte {
-		return bytes.Repeat([]byte(fmt.Sprintf("%d %d\n", w, tok)), copies)
-	}
-	type outcome struct {
-		writer int
-		token  uint64
-		err    error
-	}
-	write := func(w int, tok uint64) outcome {
+	write := func(w int, tok uint64) error {
 		d, err := filefence.Open(dir)
-		if err == nil {
-			err = d.WriteFile(ctx, fence.Grant(resource, tok), "state", content(w, tok), 0o644)
+		if err != nil {
+			return err
 		}
-		return outcome{w, tok, err}
+		content := bytes.Repeat([]byte(fencetest.Entry{Writer: w, Token: tok}.String()+"\n"), copies)
+		return d.WriteFile(ctx, fence.Grant(resource, tok), "state", content, 0o644)
 	}
-	if err := write(-1, 1).err; err != nil {
+	if err := write(-1, 1); err != nil {
 		t.Fatal(err)
 	}
 
-	stop := make(chan struct{})
+	reading, stop := context.WithCancel(ctx)
+	defer stop()
 	seen := make(chan []string, 1)
 	go func() {
 		var heads []string
 		for {
 			select {
-			case <-stop:
+			case <-reading.Done():
 				seen <- heads
 				return
 			default:
@@ -328,67 +315,18 @@ func TestConcurrentWriters(t *testing.T) {
 		}
 	}()
 
-	const waves, perWave = 5, 8
-	const writers = waves * perWave
-	const newer, paused = writers, writers + 1
-	results := make(chan outcome, writers+2)
-	var wg sync.WaitGroup
-	start := startWaves(&wg, waves, perWave, func(i int) {
-		results <- write(i, uint64((i/perWave)*5+1+(i*7)%5))
-	})
-	newerDone := make(chan struct{})
-	wg.Go(func() { <-newerDone; results <- write(paused, 3) })
-	wg.Go(func() {
-		<-start[waves-1]
-		o := write(newer, 30)
-		close(newerDone)
-		results <- o
-	})
-	wg.Wait()
-	close(results)
-	close(stop)
+	res := fencetest.Waves{Waves: 5, PerWave: 8, Newer: 30}.Run(t, write)
+	stop()
+	res.OK[-1] = 1 // the first write, before the reader started
 	heads := <-seen
-
-	ok := map[int]uint64{-1: 1}
-	stale := map[int]bool{}
-	var highest uint64 = 1
-	for o := range results {
-		switch {
-		case o.err == nil:
-			ok[o.writer] = o.token
-			highest = max(highest, o.token)
-		case errors.Is(o.err, fence.ErrStale):
-			stale[o.writer] = true
-		default:
-			t.Fatalf("writer %d: %v", o.writer, o.err)
-		}
-	}
-	if !stale[paused] {
-		t.Fatal("the paused writer with token 3 was not refused")
-	}
-	if _, in := ok[newer]; !in {
-		t.Fatal("the writer with token 30 was refused")
-	}
-	var last uint64
-	for _, h := range heads {
-		var w int
-		var tok uint64
-		if _, err := fmt.Sscanf(h, "%d %d", &w, &tok); err != nil {
-			t.Fatalf("the reader saw %q", h)
-		}
-		if ok[w] != tok || stale[w] {
-			t.Fatalf("the reader saw %q, which no writer told ok wrote", h)
-		}
-		if tok < last {
-			t.Fatalf("the reader saw token %d after %d", tok, last)
-		}
-		last = tok
-	}
+	t.Logf("the reader saw %d contents", len(heads))
+	res.CheckLog(t, fencetest.ParseLog(t, heads), false)
+	highest := slices.Max(slices.Collect(maps.Values(res.OK)))
 	b, _ := os.ReadFile(filepath.Join(dir, "state"))
 	var fw int
 	var ftok uint64
 	fmt.Sscanf(string(b), "%d %d", &fw, &ftok)
-	if ftok != highest || ok[fw] != ftok {
+	if ftok != highest || res.OK[fw] != ftok {
 		t.Fatalf("final content from writer %d with token %d; want the highest accepted token %d", fw, ftok, highest)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -399,29 +337,4 @@ func TestConcurrentWriters(t *testing.T) {
 	if want := []string{filefence.FenceFile, filefence.LockFile, "state"}; !slices.Equal(names, want) {
 		t.Fatalf("directory holds %v, want %v", names, want)
 	}
-	t.Logf("%d writers accepted, %d refused as stale; the reader saw %d contents", len(ok)-1, len(stale), len(heads))
-}
-
-// startWaves runs waves of perWave calls of fn(i), i counting from 0, on
-// wg: wave k starts when wave k-1 has finished. It returns a channel per
-// wave, closed when the wave starts.
-func startWaves(wg *sync.WaitGroup, waves, perWave int, fn func(i int)) []chan struct{} {
-	start := make([]chan struct{}, waves+1)
-	for k := range start {
-		start[k] = make(chan struct{})
-	}
-	for k := range waves {
-		var wave sync.WaitGroup
-		for j := range perWave {
-			wave.Add(1)
-			wg.Go(func() {
-				defer wave.Done()
-				<-start[k]
-				fn(k*perWave + j)
-			})
-		}
-		wg.Go(func() { <-start[k]; wave.Wait(); close(start[k+1]) })
-	}
-	close(start[0])
-	return start[:waves]
 }

@@ -2,26 +2,20 @@ package httpfence_test
 
 import (
 	"context"
-	"crypto/rand"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tenure-io/tenure/fence"
 	"github.com/tenure-io/tenure/fence/filefence"
 	"github.com/tenure-io/tenure/fence/httpfence"
+	"github.com/tenure-io/tenure/fence/internal/fencetest"
 	"github.com/tenure-io/tenure/fence/pgfence"
 	"github.com/tenure-io/tenure/fence/redisfence"
+	"github.com/tenure-io/tenure/internal/storetest"
 )
 
 // waitFor polls cond until it holds, failing t after 10s with what was
@@ -71,80 +65,23 @@ func TestConcurrentRequests(t *testing.T) {
 				})))
 			defer srv.Close()
 
-			type outcome struct {
-				writer int
-				token  uint64
-				err    error
-			}
-			write := func(w int, tok uint64) outcome {
+			write := func(w int, tok uint64) error {
 				c := &http.Client{Transport: &httpfence.Transport{Lease: fence.Grant("svc/7", tok)}}
 				resp, err := c.Post(fmt.Sprintf("%s/?w=%d+%d", srv.URL, w, tok), "text/plain", nil)
 				if err != nil {
-					return outcome{w, tok, err}
+					return err
 				}
 				defer resp.Body.Close()
 				if err := httpfence.CheckResponse(resp); err != nil {
-					return outcome{w, tok, err}
+					return err
 				}
 				if resp.StatusCode != 200 {
-					return outcome{w, tok, fmt.Errorf("status %d", resp.StatusCode)}
+					return fmt.Errorf("status %d", resp.StatusCode)
 				}
-				return outcome{w, tok, nil}
+				return nil
 			}
-			const waves, perWave = 5, 8
-			const writers = waves * perWave
-			const newer, paused = writers, writers + 1
-			results := make(chan outcome, writers+2)
-			var wg sync.WaitGroup
-			start := startWaves(&wg, waves, perWave, func(i int) {
-				results <- write(i, uint64((i/perWave)*5+1+(i*7)%5))
-			})
-			newerDone := make(chan struct{})
-			wg.Go(func() { <-newerDone; results <- write(paused, 3) })
-			wg.Go(func() {
-				<-start[waves-1]
-				o := write(newer, 30)
-				close(newerDone)
-				results <- o
-			})
-			wg.Wait()
-			close(results)
-
-			ok := map[int]uint64{}
-			stale := map[int]bool{}
-			for o := range results {
-				switch {
-				case o.err == nil:
-					ok[o.writer] = o.token
-				case errors.Is(o.err, fence.ErrStale):
-					stale[o.writer] = true
-				default:
-					t.Fatalf("writer %d: %v", o.writer, o.err)
-				}
-			}
-			if !stale[paused] {
-				t.Fatal("the paused writer with token 3 was not refused")
-			}
-			if _, in := ok[newer]; !in {
-				t.Fatal("the writer with token 30 was refused")
-			}
-			if len(log) != len(ok) {
-				t.Fatalf("%d handled for %d answered 200", len(log), len(ok))
-			}
-			var last uint64
-			for i, e := range log {
-				var w int
-				var tok uint64
-				fmt.Sscanf(e, "%d %d", &w, &tok)
-				if ok[w] != tok || stale[w] {
-					t.Fatalf("log %d: %q was not answered 200", i, e)
-				}
-				if tok < last {
-					t.Fatalf("log %d: token %d handled after %d", i, tok, last)
-				}
-				last = tok
-			}
-			t.Logf("%d requests handled, %d refused as stale", len(ok), len(stale))
+			res := fencetest.Waves{Waves: 5, PerWave: 8, Newer: 30}.Run(t, write)
+			res.CheckLog(t, fencetest.ParseLog(t, log), true)
 		})
 	}
 }
@@ -153,23 +90,9 @@ func TestConcurrentRequests(t *testing.T) {
 // ends.
 func pgFence(t *testing.T) *pgfence.Fence {
 	t.Helper()
-	url := os.Getenv("TENURE_TEST_POSTGRES")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("Postgres is not reachable at %s: %v\nStart it (.ci/run does) or set TENURE_TEST_POSTGRES.", url, err)
-	}
-	schema := "tenure_test_" + strings.ToLower(rand.Text()[:12])
-	t.Cleanup(func() {
-		pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		pool.Close()
-	})
+	schema := storetest.Schema(t)
+	pool := storetest.Pool(t, schema)
 	if _, err := pgfence.Install(ctx, pool, schema); err != nil {
 		t.Fatal(err)
 	}
@@ -184,50 +107,10 @@ func pgFence(t *testing.T) *pgfence.Fence {
 // keys are deleted when t ends.
 func redisFence(t *testing.T) *redisfence.Fence {
 	t.Helper()
-	addr := os.Getenv("TENURE_TEST_REDIS")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	ctx := context.Background()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
-		t.Fatalf("Redis is not reachable at %s: %v\nStart it (.ci/run does) or set TENURE_TEST_REDIS.", addr, err)
-	}
-	prefix := "tenure-test:" + strings.ToLower(rand.Text()[:12]) + ":"
-	t.Cleanup(func() {
-		if keys, _ := rdb.Keys(context.Background(), prefix+"*").Result(); len(keys) > 0 {
-			rdb.Del(context.Background(), keys...)
-		}
-		rdb.Close()
-	})
+	rdb, prefix := storetest.Redis(t)
 	f, err := redisfence.New(rdb, redisfence.Config{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f
-}
-
-// startWaves runs waves of perWave calls of fn(i), i counting from 0, on
-// wg: wave k starts when wave k-1 has finished. It returns a channel per
-// wave, closed when the wave starts.
-func startWaves(wg *sync.WaitGroup, waves, perWave int, fn func(i int)) []chan struct{} {
-	start := make([]chan struct{}, waves+1)
-	for k := range start {
-		start[k] = make(chan struct{})
-	}
-	for k := range waves {
-		var wave sync.WaitGroup
-		for j := range perWave {
-			wave.Add(1)
-			wg.Go(func() {
-				defer wave.Done()
-				<-start[k]
-				fn(k*perWave + j)
-			})
-		}
-		wg.Go(func() { <-start[k]; wave.Wait(); close(start[k+1]) })
-	}
-	close(start[0])
-	return start[:waves]
 }

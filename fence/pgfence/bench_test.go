@@ -10,6 +10,7 @@ import (
 	"github.com/tenure-io/tenure/fence"
 	"github.com/tenure-io/tenure/fence/pgfence"
 	"github.com/tenure-io/tenure/internal/benchpair"
+	"github.com/tenure-io/tenure/internal/storetest"
 )
 
 // BenchmarkPostgres compares a one-row UPDATE transaction with the same
@@ -39,24 +40,10 @@ func BenchmarkPostgres(b *testing.B) {
 			})
 		}
 		fenced := func() error { return f.InTx(ctx, l, update) }
-		for _, bc := range []struct {
-			name string
-			op   func() error
-		}{{"unfenced", unfenced}, {"fenced", fenced}} {
-			b.Run(bc.name, func(b *testing.B) {
-				for b.Loop() {
-					if err := bc.op(); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-		}
-		// Both alternately, for a ratio that the machine's load affects
-		// on both sides alike.
-		b.Run("paired", func(b *testing.B) { benchpair.Run(b, unfenced, fenced) })
+		benchpair.Compare(b, unfenced, fenced)
 	}
 	pair(b, d.pool)
 	b.Run("async-commit", func(b *testing.B) {
-		pair(b, newPool(b, d.schema, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["synchronous_commit"] = "off" }))
+		pair(b, storetest.Pool(b, d.schema, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["synchronous_commit"] = "off" }))
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,15 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenure-io/tenure/fence"
+	"github.com/tenure-io/tenure/fence/internal/fencetest"
 	"github.com/tenure-io/tenure/fence/pgfence"
+	"github.com/tenure-io/tenure/internal/storetest"
 )
-
-// outcome is what InTx returned to one writer.
-type outcome struct {
-	writer int
-	token  uint64
-	err    error
-}
 
 // TestConcurrentWriters runs many fenced writers with mixed tokens on one
 // resource, under each isolation level, with one stale writer held back
@@ -47,98 +41,33 @@ func TestConcurrentWriters(t *testing.T) {
 			ctx := context.Background()
 			const resource = "shard/7"
 
-			write := func(writer int, token uint64) outcome {
-				err := f.InTx(ctx, fence.Grant(resource, token), func(ctx context.Context, tx pgx.Tx) error {
+			write := func(writer int, token uint64) error {
+				return f.InTx(ctx, fence.Grant(resource, token), func(ctx context.Context, tx pgx.Tx) error {
 					if err := logWrite(writer, token)(ctx, tx); err != nil {
 						return err
 					}
 					_, err := tx.Exec(ctx, "UPDATE state SET writer = $1, token = $2 WHERE id = 1", writer, int64(token))
 					return err
 				})
-				return outcome{writer, token, err}
 			}
+			res := fencetest.Waves{Waves: 5, PerWave: 6, Newer: 30}.Run(t, write)
 
-			// Writers go in waves; tokens grow from wave to wave and are
-			// mixed within one. The writer with token 30 runs with the
-			// last wave; the paused writer with token 3 is released once
-			// token 30 committed.
-			const waves, perWave = 5, 6
-			const writers = waves * perWave
-			const newer, paused = writers, writers + 1
-			results := make(chan outcome, writers+2)
-			var wg sync.WaitGroup
-			start := startWaves(&wg, waves, perWave, func(i int) {
-				results <- write(i, uint64((i/perWave)*5+1+(i*7)%5))
-			})
-			newerDone := make(chan struct{})
-			wg.Go(func() { <-newerDone; results <- write(paused, 3) })
-			wg.Go(func() {
-				<-start[waves-1]
-				o := write(newer, 30)
-				close(newerDone)
-				results <- o
-			})
-			wg.Wait()
-			close(results)
-
-			ok := map[int]uint64{}
-			stale := map[int]*fence.StaleError{}
-			for o := range results {
-				switch se, isStale := errors.AsType[*fence.StaleError](o.err); {
-				case o.err == nil:
-					ok[o.writer] = o.token
-				case isStale:
-					stale[o.writer] = se
-				default:
-					t.Fatalf("writer %d (token %d): %v", o.writer, o.token, o.err)
-				}
+			var log []fencetest.Entry
+			for _, r := range rows(t, d) {
+				log = append(log, fencetest.Entry{Writer: int(r[0]), Token: uint64(r[1])})
 			}
-			if se := stale[paused]; se == nil || se.Highest < 30 {
-				t.Fatalf("the paused writer with token 3 = %v; want stale behind token 30 or higher", stale[paused])
-			}
-			if _, in := ok[newer]; !in {
-				t.Fatalf("the writer with token 30 was refused: %v", stale[newer])
-			}
-
-			log := rows(t, d)
-			seen := map[int]bool{}
-			var last int64
-			committed := map[uint64]bool{}
-			for i, r := range log {
-				w, tok := int(r[0]), r[1]
-				if seen[w] {
-					t.Fatalf("writer %d left two rows", w)
-				}
-				seen[w] = true
-				if want, in := ok[w]; !in || int64(want) != tok {
-					t.Fatalf("row %d: writer %d token %d, which was not told ok with that token (stale: %v)", i, w, tok, stale[w])
-				}
-				if tok < last {
-					t.Fatalf("row %d: token %d committed after token %d: %v", i, tok, last, log)
-				}
-				last = tok
-				committed[uint64(tok)] = true
-			}
-			if len(log) != len(ok) {
-				t.Fatalf("%d rows for %d writers told ok", len(log), len(ok))
-			}
-			for w, se := range stale {
-				if se.Highest <= se.Token || !committed[se.Highest] {
-					t.Fatalf("writer %d refused with token %d behind %d, which no committed write had", w, se.Token, se.Highest)
-				}
-			}
+			last := res.CheckLog(t, log, true)
+			res.CheckStale(t)
 			var sw, st int64
 			if err := d.pool.QueryRow(ctx, "SELECT writer, token FROM state WHERE id = 1").Scan(&sw, &st); err != nil {
 				t.Fatal(err)
 			}
-			lastRow := log[len(log)-1]
-			if sw != lastRow[0] || st != lastRow[1] {
-				t.Fatalf("state = writer %d token %d; want the last commit %v", sw, st, lastRow)
+			if sw != int64(last.Writer) || st != int64(last.Token) {
+				t.Fatalf("state = writer %d token %d; want the last commit %v", sw, st, last)
 			}
-			if h, _ := f.Highest(ctx, resource); int64(h) != last {
-				t.Fatalf("fence = %d, want the last committed token %d", h, last)
+			if h, _ := f.Highest(ctx, resource); h != last.Token {
+				t.Fatalf("fence = %d, want the last committed token %d", h, last.Token)
 			}
-			t.Logf("%s: %d writers committed, %d refused as stale; final token %d", iso, len(ok), len(stale), last)
 		})
 	}
 }
@@ -161,14 +90,12 @@ func TestRowLockSerialises(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := newDB(t)
-			f := d.install(t, pgfence.DefaultConfig())
-			d.exec(t, logTable)
+			d, f := newLogDB(t)
 			ctx := context.Background()
 			// The second writer's connections have an application name
 			// of their own, to see them wait.
 			app := d.schema + "_second"
-			second := newPool(t, d.schema, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["application_name"] = app })
+			second := storetest.Pool(t, d.schema, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["application_name"] = app })
 			f2, err := pgfence.New(ctx, second, pgfence.Config{Schema: d.schema})
 			if err != nil {
 				t.Fatal(err)
@@ -225,28 +152,4 @@ func waitForLockWait(t *testing.T, d *testDB, app string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// startWaves runs waves of perWave calls of fn(i), i counting from 0, on
-// wg: wave k starts when wave k-1 has finished. It returns a channel per
-// wave, closed when the wave starts.
-func startWaves(wg *sync.WaitGroup, waves, perWave int, fn func(i int)) []chan struct{} {
-	start := make([]chan struct{}, waves+1)
-	for k := range start {
-		start[k] = make(chan struct{})
-	}
-	for k := range waves {
-		var wave sync.WaitGroup
-		for j := range perWave {
-			wave.Add(1)
-			wg.Go(func() {
-				defer wave.Done()
-				<-start[k]
-				fn(k*perWave + j)
-			})
-		}
-		wg.Go(func() { <-start[k]; wave.Wait(); close(start[k+1]) })
-	}
-	close(start[0])
-	return start[:waves]
 }

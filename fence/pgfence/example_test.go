@@ -2,17 +2,16 @@ package pgfence_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenure-io/tenure/fence"
 	"github.com/tenure-io/tenure/fence/pgfence"
+	"github.com/tenure-io/tenure/internal/storetest"
 )
 
 // exampleSchema makes a schema of its own for an example, with a reports
@@ -20,8 +19,8 @@ import (
 // drops it.
 func exampleSchema() (string, *pgxpool.Pool, func()) {
 	ctx := context.Background()
-	name := "tenure_example_" + strings.ToLower(rand.Text()[:12])
-	cfg, err := pgxpool.ParseConfig(postgresURL())
+	name := storetest.Name("tenure_example_")
+	cfg, err := pgxpool.ParseConfig(storetest.PostgresURL())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -31,7 +30,7 @@ func exampleSchema() (string, *pgxpool.Pool, func()) {
 		log.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+name+"; CREATE TABLE "+name+".reports (id int PRIMARY KEY, body text NOT NULL)"); err != nil {
-		log.Fatalf("Postgres at %s: %v", postgresURL(), err)
+		log.Fatalf("Postgres at %s: %v", storetest.PostgresURL(), err)
 	}
 	return name, pool, func() {
 		pool.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tenure-io/tenure/fence"
 	"github.com/tenure-io/tenure/fence/pgfence"
+	"github.com/tenure-io/tenure/internal/storetest"
 )
 
 func TestInstallIsIdempotent(t *testing.T) {
@@ -189,9 +190,7 @@ func logWrite(writer int, token uint64) func(context.Context, pgx.Tx) error {
 
 func TestInTx(t *testing.T) {
 	t.Parallel()
-	d := newDB(t)
-	f := d.install(t, pgfence.DefaultConfig())
-	d.exec(t, logTable)
+	d, f := newLogDB(t)
 	ctx := context.Background()
 
 	steps := []struct {
@@ -235,9 +234,7 @@ func TestInTx(t *testing.T) {
 
 func TestFailedFunctionRollsBackTheFence(t *testing.T) {
 	t.Parallel()
-	d := newDB(t)
-	f := d.install(t, pgfence.DefaultConfig())
-	d.exec(t, logTable)
+	d, f := newLogDB(t)
 	ctx := context.Background()
 	if err := f.InTx(ctx, fence.Grant("r", 3), logWrite(1, 3)); err != nil {
 		t.Fatal(err)
@@ -262,9 +259,7 @@ func TestFailedFunctionRollsBackTheFence(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	d := newDB(t)
-	f := d.install(t, pgfence.DefaultConfig())
-	d.exec(t, logTable)
+	d, f := newLogDB(t)
 	ctx := context.Background()
 	before := fingerprint(t, d)
 	for _, tc := range []struct {
@@ -379,7 +374,7 @@ func TestPsql(t *testing.T) {
 SELECT tenure_fence('reports', %d);
 INSERT INTO reports VALUES (1, '%s') ON CONFLICT (id) DO UPDATE SET body = excluded.body;
 COMMIT;`, token, body)
-		cmd := exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", postgresURL())
+		cmd := exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", storetest.PostgresURL())
 		cmd.Env = append(cmd.Environ(), "PGOPTIONS=-c search_path="+d.schema)
 		cmd.Stdin = strings.NewReader(script)
 		out, err := cmd.CombinedOutput()
@@ -407,9 +402,7 @@ type onlyBeginTx struct{ pgfence.DB }
 // stale token leaves each connection usable.
 func TestPaths(t *testing.T) {
 	t.Parallel()
-	d := newDB(t)
-	d.install(t, pgfence.DefaultConfig())
-	d.exec(t, logTable)
+	d, _ := newLogDB(t)
 	ctx := context.Background()
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {

@@ -2,25 +2,24 @@ package redisfence_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-io/tenure/fence"
 	"github.com/tenure-io/tenure/fence/redisfence"
+	"github.com/tenure-io/tenure/internal/storetest"
 )
 
 func ExampleFence_Set() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: storetest.RedisAddr()})
 	defer rdb.Close()
 	// A prefix of the example's own; a program keeps the default,
 	// "tenure:fence:".
-	prefix := "tenure-example:" + strings.ToLower(rand.Text()[:12]) + ":"
+	prefix := storetest.Name("tenure-example:") + ":"
 	f, err := redisfence.New(rdb, redisfence.Config{Prefix: prefix})
 	if err != nil {
 		log.Fatal(err)

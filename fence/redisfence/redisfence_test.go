@@ -6,23 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tenure-io/tenure/fence"
+	"github.com/tenure-io/tenure/fence/internal/fencetest"
 	"github.com/tenure-io/tenure/fence/redisfence"
 )
-
-func wantStale(t *testing.T, err error, token, highest uint64) {
-	t.Helper()
-	se, ok := errors.AsType[*fence.StaleError](err)
-	if !ok || !errors.Is(err, fence.ErrStale) || se.Token != token || se.Highest != highest {
-		t.Fatalf("err = %v; want a StaleError for token %d behind %d", err, token, highest)
-	}
-}
 
 func TestSet(t *testing.T) {
 	t.Parallel()
@@ -36,7 +27,7 @@ func TestSet(t *testing.T) {
 	}{{5, false, 5}, {5, false, 5}, {7, false, 7}, {6, true, 7}, {9, false, 9}, {1, true, 9}} {
 		err := r.f.Set(ctx, fence.Grant("jobs/x", s.token), key, fmt.Sprintf("v%d", s.token), 0)
 		if s.stale {
-			wantStale(t, err, s.token, s.highest)
+			fencetest.WantStale(t, err, s.token, s.highest)
 		} else if err != nil {
 			t.Fatalf("Set with token %d: %v", s.token, err)
 		}
@@ -71,8 +62,8 @@ func TestBigTokens(t *testing.T) {
 			t.Fatalf("token %d: %v", tok, err)
 		}
 	}
-	wantStale(t, r.f.Set(ctx, fence.Grant("big", big-1), key, "x", 0), big-1, big)
-	wantStale(t, r.f.Set(ctx, fence.Grant("big", 99), key, "x", 0), 99, big)
+	fencetest.WantStale(t, r.f.Set(ctx, fence.Grant("big", big-1), key, "x", 0), big-1, big)
+	fencetest.WantStale(t, r.f.Set(ctx, fence.Grant("big", 99), key, "x", 0), 99, big)
 	if err := r.f.Set(ctx, fence.Grant("big", ^uint64(0)), key, "max", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +83,12 @@ func TestHSetAndDel(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = r.f.HSet(ctx, fence.Grant("shard", 3), h, "a", "late", "c", "late")
-	wantStale(t, err, 3, 4)
+	fencetest.WantStale(t, err, 3, 4)
 	if got := r.rdb.HGetAll(ctx, h).Val(); fmt.Sprint(got) != "map[a:4 b:2]" {
 		t.Fatalf("hash = %v", got)
 	}
 	_, err = r.f.Del(ctx, fence.Grant("shard", 2), h)
-	wantStale(t, err, 2, 4)
+	fencetest.WantStale(t, err, 2, 4)
 	if r.rdb.Exists(ctx, h).Val() != 1 {
 		t.Fatal("a stale Del deleted the hash")
 	}
@@ -133,7 +124,7 @@ return redis.call('LLEN', KEYS[1])
 	}
 	before := r.dump(t)
 	_, err = s.Run(ctx, fence.Grant("q", 5), []string{list, count}, "late")
-	wantStale(t, err, 5, 6)
+	fencetest.WantStale(t, err, 5, 6)
 	if after := r.dump(t); !maps.Equal(before, after) {
 		t.Fatal("a stale script changed keys")
 	}
@@ -240,110 +231,18 @@ func TestConcurrentWriters(t *testing.T) {
 redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], ARGV[1])
 `)
-	type outcome struct {
-		writer int
-		token  uint64
-		err    error
+	write := func(w int, tok uint64) error {
+		_, err := s.Run(ctx, fence.Grant(resource, tok), []string{log, state}, fencetest.Entry{Writer: w, Token: tok}.String())
+		return err
 	}
-	write := func(w int, tok uint64) outcome {
-		_, err := s.Run(ctx, fence.Grant(resource, tok), []string{log, state}, fmt.Sprintf("%d %d", w, tok))
-		return outcome{w, tok, err}
-	}
-	// Writers go in waves; tokens grow from wave to wave and are mixed
-	// within one. The writer with token 40 runs with the last wave; the
-	// paused writer with token 3 is released once token 40 was accepted.
-	const waves, perWave = 6, 10
-	const writers = waves * perWave
-	const newer, paused = writers, writers + 1
-	results := make(chan outcome, writers+2)
-	var wg sync.WaitGroup
-	start := startWaves(&wg, waves, perWave, func(i int) {
-		results <- write(i, uint64((i/perWave)*5+1+(i*7)%5))
-	})
-	newerDone := make(chan struct{})
-	wg.Go(func() { <-newerDone; results <- write(paused, 3) })
-	wg.Go(func() {
-		<-start[waves-1]
-		o := write(newer, 40)
-		close(newerDone)
-		results <- o
-	})
-	wg.Wait()
-	close(results)
-
-	ok := map[int]uint64{}
-	stale := map[int]*fence.StaleError{}
-	for o := range results {
-		switch se, isStale := errors.AsType[*fence.StaleError](o.err); {
-		case o.err == nil:
-			ok[o.writer] = o.token
-		case isStale:
-			stale[o.writer] = se
-		default:
-			t.Fatalf("writer %d: %v", o.writer, o.err)
-		}
-	}
-	if se := stale[paused]; se == nil || se.Highest < 40 {
-		t.Fatalf("the paused writer with token 3: %v; want stale behind 40 or more", stale[paused])
-	}
-	if _, in := ok[newer]; !in {
-		t.Fatalf("the writer with token 40 was refused: %v", stale[newer])
-	}
+	res := fencetest.Waves{Waves: 6, PerWave: 10, Newer: 40}.Run(t, write)
 	entries := r.rdb.LRange(ctx, log, 0, -1).Val()
-	if len(entries) != len(ok) {
-		t.Fatalf("%d log entries for %d writers told ok", len(entries), len(ok))
+	last := res.CheckLog(t, fencetest.ParseLog(t, entries), true)
+	res.CheckStale(t)
+	if st := r.rdb.Get(ctx, state).Val(); st != last.String() {
+		t.Fatalf("state = %q, want the last entry %q", st, last)
 	}
-	var last uint64
-	committed := map[uint64]bool{}
-	for i, e := range entries {
-		var w int
-		var tok uint64
-		if _, err := fmt.Sscanf(e, "%d %d", &w, &tok); err != nil {
-			t.Fatal(err)
-		}
-		if ok[w] != tok {
-			t.Fatalf("entry %d %q: writer %d was not told ok with token %d", i, e, w, tok)
-		}
-		if tok < last {
-			t.Fatalf("entry %d: token %d after %d", i, tok, last)
-		}
-		last = tok
-		committed[tok] = true
+	if h, _ := r.f.Highest(ctx, resource); h != last.Token {
+		t.Fatalf("fence = %d, want %d", h, last.Token)
 	}
-	for w, se := range stale {
-		if se.Highest <= se.Token || !committed[se.Highest] {
-			t.Fatalf("writer %d refused with token %d behind %d, which no accepted write had", w, se.Token, se.Highest)
-		}
-	}
-	if st := r.rdb.Get(ctx, state).Val(); st != entries[len(entries)-1] {
-		t.Fatalf("state = %q, want the last entry %q", st, entries[len(entries)-1])
-	}
-	if h, _ := r.f.Highest(ctx, resource); h != last {
-		t.Fatalf("fence = %d, want %d", h, last)
-	}
-	t.Logf("%d writers accepted, %d refused as stale, final token %s", len(ok), len(stale), strconv.FormatUint(last, 10))
-}
-
-// startWaves runs waves of perWave calls of fn(i), i counting from 0, on
-// wg: wave k starts when wave k-1 has finished. It returns a channel per
-// wave, closed when the wave starts.
-func startWaves(wg *sync.WaitGroup, waves, perWave int, fn func(i int)) []chan struct{} {
-	start := make([]chan struct{}, waves+1)
-	for k := range start {
-		start[k] = make(chan struct{})
-	}
-	for k := range waves {
-		var wave sync.WaitGroup
-		for j := range perWave {
-			wave.Add(1)
-			wg.Go(func() {
-				defer wave.Done()
-				<-start[k]
-				fn(k*perWave + j)
-			})
-		}
-		wg.Go(func() { <-start[k]; wave.Wait(); close(start[k+1]) })
-	}
-	close(start[0])
-	return start[:waves]
 }

@@ -37,6 +37,25 @@ func Run(b *testing.B, plain, guarded func() error) {
 	}
 }
 
+// Compare runs three benchmarks under b: "unfenced" and "fenced", each
+// operation alone, and "paired", both alternately with Run, for a ratio
+// that the machine's load affects on both sides alike.
+func Compare(b *testing.B, unfenced, fenced func() error) {
+	for _, bc := range []struct {
+		name string
+		op   func() error
+	}{{"unfenced", unfenced}, {"fenced", fenced}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.op(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("paired", func(b *testing.B) { Run(b, unfenced, fenced) })
+}
+
 func median(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0

@@ -3,23 +3,15 @@ package demo
 import (
 	"bytes"
 	"context"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// testPostgresURL is the database of the Postgres scenarios' tests:
-// $TENURE_TEST_POSTGRES, or the one .ci/run starts.
-func testPostgresURL() string {
-	if u := os.Getenv("TENURE_TEST_POSTGRES"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
+	"github.com/tenure-io/tenure/internal/storetest"
+)
 
 // TestPostgresScenarios plays both Postgres scenarios against the real
 // server, as tenure demo --scenario postgres,db-lock does, and checks
@@ -28,7 +20,7 @@ func TestPostgresScenarios(t *testing.T) {
 	var out bytes.Buffer
 	cfg := testConfig(&out)
 	cfg.Format = Text
-	cfg.Postgres = testPostgresURL()
+	cfg.Postgres = storetest.PostgresURL()
 	cfg.Scenarios = PostgresScenarios
 	results, err := Run(ctxT(t, 60*time.Second), cfg)
 	t.Logf("output:\n%s", out.String())
