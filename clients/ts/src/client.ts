@@ -15,7 +15,7 @@ import {
   type WatchResponse,
 } from "./gen/tenure/v1/tenure_pb.js";
 import { type Clock, sleep, systemClock } from "./clock.js";
-import { type Leader, type RunOptions, observe, runElection } from "./election.js";
+import { type Observation, type RunOptions, observe, runElection } from "./election.js";
 import { type Lease as ElectionLease, Session, type SessionConfig } from "./session.js";
 import { durationToMs, msToDuration } from "./duration.js";
 import {
@@ -381,7 +381,7 @@ export class Client {
   }
 
   /** observe reports the leaders of name; see election.ts. */
-  observe(name: string, opts?: CallOptions): AsyncGenerator<Leader> {
+  observe(name: string, opts?: CallOptions): Observation {
     return observe(this, name, opts);
   }
 

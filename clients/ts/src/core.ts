@@ -55,4 +55,4 @@ export {
   lifetime,
   withDefaults,
 } from "./session.js";
-export { type Leader, type RunOptions, observe, runElection } from "./election.js";
+export { type Leader, type Observation, type RunOptions, observe, runElection } from "./election.js";

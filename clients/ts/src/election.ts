@@ -30,17 +30,31 @@ async function* leadersOf(w: Watch, name: string): AsyncGenerator<Leader> {
   }
 }
 
+/** Observation is the async iterator of observe. */
+export interface Observation extends AsyncIterableIterator<Leader> {
+  /** Resolves once the watch is open (the current leader, if any, will be
+   * the first value), or rejects if it cannot be opened. */
+  ready: Promise<void>;
+}
+
 /**
  * observe reports the leaders of name: first the current one, if any, then
  * every new grant of name in commit order, each with its holder and token.
  * Renewals and re-acquires by the same holder are not new leaders. It
- * follows a watch, which fails over and reconnects by itself; leaders that
- * came and went while it was disconnected are skipped. The iteration ends
- * when signal aborts, and throws if the watch fails for good.
+ * starts watching at once and follows the watch, which fails over and
+ * reconnects by itself; leaders that came and went while it was
+ * disconnected are skipped. The iteration ends when signal aborts (or the
+ * consumer stops), and throws if the watch fails for good.
  */
-export async function* observe(client: ElectionClient, name: string, opts?: CallOptions): AsyncGenerator<Leader> {
-  const w = await client.watch(name, opts);
-  yield* leadersOf(w, name);
+export function observe(client: ElectionClient, name: string, opts?: CallOptions): Observation {
+  const opened = client.watch(name, opts);
+  const ready = opened.then(() => undefined);
+  ready.catch(() => {}); // reported by the iteration too
+  const gen = (async function* () {
+    yield* leadersOf(await opened, name);
+  })() as AsyncGenerator<Leader> & { ready?: Promise<void> };
+  gen.ready = ready;
+  return gen as Observation;
 }
 
 /** RunOptions configure runElection. */
