@@ -14,7 +14,7 @@ export const repoDir = resolve(pkgDir, "../..");
 
 const live = new Set();
 const tmpDirs = new Set();
-process.on("exit", () => {
+function killAll() {
   for (const p of live) {
     try {
       process.kill(p.pid, "SIGCONT");
@@ -22,7 +22,16 @@ process.on("exit", () => {
     } catch {}
   }
   for (const d of tmpDirs) rmSync(d, { recursive: true, force: true });
-});
+}
+process.on("exit", killAll);
+// The test runner ends a file that timed out with a signal: kill the
+// servers first.
+for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"]) {
+  process.on(sig, () => {
+    killAll();
+    process.exit(128 + (sig === "SIGINT" ? 2 : sig === "SIGHUP" ? 1 : 15));
+  });
+}
 
 /** tempDir makes a directory that is removed when the process exits. */
 export function tempDir(prefix = "tenure-ts-") {
