@@ -65,7 +65,7 @@ if (process.argv[2] === "worker-a") {
 }
 
 console.log(`A leader pauses past its lease; tenure at ${endpoints.join(",")}\n`);
-console.log(`    TIME  ACTOR  EVENT${" ".repeat(47)}TOKEN  OUTCOME`);
+console.log(`     TIME  ACTOR  EVENT${" ".repeat(47)}TOKEN  OUTCOME`);
 const a = fork(new URL(import.meta.url).pathname, ["worker-a"], {
   env: { ...process.env, TENURE_ENDPOINTS: endpoints.join(","), EXAMPLE_LEASE: NAME, EXAMPLE_START: String(start) },
 });

@@ -31,7 +31,7 @@ function run(script, args = []) {
 test("paused-leader prints the rejected stale write", async (t) => {
   const p = run("paused-leader.mjs");
   const code = await Promise.race([p.done, new Promise((r) => setTimeout(() => r("timeout"), 30_000))]);
-  t.diagnostic("\n" + p.out);
+  for (const line of p.out.trimEnd().split("\n")) t.diagnostic(line);
   assert.equal(code, 0, p.out);
   assert.match(p.out, /A\s+lease\.put report = "A-2"\s+\d+\s+refused locally: the lease is lost/);
   assert.match(p.out, /A\s+put report = "A-2"\s+\d+\s+REJECTED: stale token/);
