@@ -70,6 +70,7 @@ const a = fork(new URL(import.meta.url).pathname, ["worker-a"], {
   env: { ...process.env, TENURE_ENDPOINTS: endpoints.join(","), EXAMPLE_LEASE: NAME, EXAMPLE_START: String(start) },
 });
 const aExited = new Promise((r) => a.on("exit", r));
+process.on("exit", () => a.exitCode === null && a.signalCode === null && a.kill("SIGKILL")); // never leave A frozen
 await new Promise((resolve, reject) => {
   a.on("message", resolve);
   a.on("exit", (code) => reject(new Error(`worker A exited with ${code}`)));

@@ -3,9 +3,13 @@
 // HTTP/1.1 for gRPC-Web).
 import type { Transport } from "@connectrpc/connect";
 import { Http2SessionManager, createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { hostname } from "node:os";
 import { Client, type ClientConfig } from "./client.js";
+import { setHostName } from "./session.js";
 
 export * from "./core.js";
+
+setHostName(hostname());
 
 /** Protocol is the wire protocol: "grpc" (the default in Node.js, as in the
  * Go client), "connect", or "grpc-web". */

@@ -102,13 +102,21 @@ export function deadlineOf(c: ResolvedSessionConfig, g: Grant): number {
   return g.sentAt + safeFor(c, d);
 }
 
+let hostName: string | undefined;
+
+/** setHostName sets the host part of default holder names; the Node.js
+ * entry point sets it to os.hostname(). */
+export function setHostName(name: string): void {
+  hostName = name;
+}
+
 /** defaultHolder returns a holder name unique to this call. */
 export function defaultHolder(): string {
   const bytes = new Uint8Array(4);
   globalThis.crypto.getRandomValues(bytes);
   const rnd = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
   const proc = (globalThis as { process?: { pid?: number; env?: Record<string, string | undefined> } }).process;
-  if (proc?.pid !== undefined) return `${proc.env?.HOSTNAME || "node"}-${proc.pid}-${rnd}`;
+  if (proc?.pid !== undefined) return `${hostName || proc.env?.HOSTNAME || "node"}-${proc.pid}-${rnd}`;
   return `browser-${rnd}`;
 }
 

@@ -3,21 +3,20 @@
 // larger token.
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { join } from "node:path";
-import { startNode, eventually, pkgDir } from "./helpers/tenured.js";
+import { startNode, eventually, pkgDir, spawnGroup, killGroup } from "./helpers/tenured.js";
 
 let node;
 const procs = [];
 after(async () => {
-  for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
+  for (const p of procs) killGroup(p);
   await node?.kill();
 });
 
 /** candidate starts a leader process and collects its events. */
 function candidate(endpoint, holder, ttl) {
-  const p = spawn(process.execPath, [join(pkgDir, "test/fixtures/leader.mjs"), endpoint, "svc/leader", holder, String(ttl)], {
+  const p = spawnGroup(process.execPath, [join(pkgDir, "test/fixtures/leader.mjs"), endpoint, "svc/leader", holder, String(ttl)], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   procs.push(p);

@@ -1,9 +1,8 @@
 // The examples, run as a person would against a real tenured.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { startNode, eventually, pkgDir } from "./helpers/tenured.js";
+import { startNode, eventually, pkgDir, spawnGroup, killGroup } from "./helpers/tenured.js";
 
 let node;
 const procs = [];
@@ -11,12 +10,12 @@ before(async () => {
   node = await startNode();
 });
 after(async () => {
-  for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
+  for (const p of procs) killGroup(p);
   await node?.kill();
 });
 
 function run(script, args = []) {
-  const p = spawn(process.execPath, [join(pkgDir, "examples", script), ...args], {
+  const p = spawnGroup(process.execPath, [join(pkgDir, "examples", script), ...args], {
     env: { ...process.env, TENURE_ENDPOINTS: node.api },
     stdio: ["ignore", "pipe", "pipe"],
   });

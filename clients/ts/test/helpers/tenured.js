@@ -14,11 +14,34 @@ export const repoDir = resolve(pkgDir, "../..");
 
 const live = new Set();
 const tmpDirs = new Set();
+const groups = new Set();
+
+/** spawnGroup starts a process in a process group of its own, killed
+ * (with everything it started) by killGroup or when the test process
+ * ends. */
+export function spawnGroup(cmd, args, opts) {
+  const p = spawn(cmd, args, { ...opts, detached: true });
+  groups.add(p);
+  p.on("exit", () => groups.delete(p));
+  return p;
+}
+
+/** killGroup kills p's process group with SIGKILL. */
+export function killGroup(p) {
+  try {
+    process.kill(-p.pid, "SIGKILL");
+  } catch {}
+}
 function killAll() {
   for (const p of live) {
     try {
       process.kill(p.pid, "SIGCONT");
       p.kill("SIGKILL");
+    } catch {}
+  }
+  for (const p of groups) {
+    try {
+      process.kill(-p.pid, "SIGKILL");
     } catch {}
   }
   for (const d of tmpDirs) rmSync(d, { recursive: true, force: true });
