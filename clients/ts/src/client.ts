@@ -668,11 +668,12 @@ export class Client {
       parent?.removeEventListener("abort", onParent);
       throw err;
     }
+    // Stopping ends the open stream even if nobody iterates.
+    const onStop = () => ws.controller.abort(stop.signal.reason);
+    stop.signal.addEventListener("abort", onStop);
     const self = this;
     async function* run(): AsyncGenerator<WatchEvent> {
       let backoff = self.cfg.retryBackoffMs;
-      const onStop = () => ws.controller.abort(stop.signal.reason);
-      stop.signal.addEventListener("abort", onStop);
       try {
         for (;;) {
           yield eventFromProto(ws.first);
@@ -706,6 +707,10 @@ export class Client {
           } catch (e) {
             if (stop.signal.aborted) return;
             throw e;
+          }
+          if (stop.signal.aborted) {
+            ws.controller.abort();
+            return;
           }
           yield { type: "reset", index: 0n };
         }
