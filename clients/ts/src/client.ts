@@ -1,0 +1,729 @@
+// The client: endpoints, failover, retries, typed errors. It follows the
+// rules of the Go package client.
+
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient, type Client as ServiceClient, type Transport } from "@connectrpc/connect";
+import {
+  ClusterService,
+  KVService,
+  LeaseService,
+  type Lease as PbLease,
+  LeaseRefSchema,
+  type Member as PbMember,
+  type WatchEvent as PbWatchEvent,
+  WatchEvent_Type,
+  type WatchResponse,
+} from "./gen/tenure/v1/tenure_pb.js";
+import { type Clock, sleep, systemClock } from "./clock.js";
+import { type Observation, type RunOptions, observe, runElection } from "./election.js";
+import { type Lease as ElectionLease, Session, type SessionConfig } from "./session.js";
+import { durationToMs, msToDuration } from "./duration.js";
+import {
+  IndeterminateError,
+  LeaseHeldError,
+  TenureError,
+  UnavailableError,
+  fromConnectError,
+  isIndeterminateWire,
+  messageOf,
+  reasonError,
+} from "./errors.js";
+
+/** ClientConfig configures a Client. Durations are in milliseconds. */
+export interface ClientConfig {
+  /** API addresses of cluster members, as host:port (an http:// prefix is
+   * accepted). Any member serves any request: followers forward to the
+   * leader. Required. */
+  endpoints: string[];
+  /** Makes the transport for one endpoint's base URL
+   * (http://host:port). createClient from "@tenure-io/client" fills it
+   * in for Node.js or the browser. */
+  transport: (baseUrl: string) => Transport;
+  /** Bounds one attempt of a request at one endpoint; the caller's signal
+   * bounds the whole call with its retries. An acquire that waits gets its
+   * wait timeout on top. Default 5000. */
+  requestTimeoutMs?: number;
+  /** Pause after every endpoint failed once; it doubles after each round
+   * up to maxRetryBackoffMs. Default 50. */
+  retryBackoffMs?: number;
+  /** Cap of the pause between rounds of retries. Default 1000. */
+  maxRetryBackoffMs?: number;
+  /** The clock of send times and timers. Default systemClock. */
+  clock?: Clock;
+  /** Called by Client.close to close the transports' connections. */
+  onClose?: () => void;
+}
+
+/** CallOptions bound one call. */
+export interface CallOptions {
+  /** Ends the call, with its retries. */
+  signal?: AbortSignal;
+}
+
+/** Lease is one grant of a named lease, as the server reported it. */
+export interface Lease {
+  name: string;
+  holder: string;
+  /** The fencing token of the grant: larger than every token granted
+   * before it, the same across renewals. Pass it with every write the
+   * lease protects. */
+  token: bigint;
+  /** How much every renewal extends the lease, in milliseconds. */
+  ttlMs: number;
+  /** Time the lease had left when the server applied the request. */
+  remainingMs: number;
+  /** When the request that returned the lease was sent, on the client's
+   * clock (0 for leases reported by watch). The lease expires no earlier
+   * than sentAt + remainingMs at the cluster's clock rate. */
+  sentAt: number;
+}
+
+/** LeaseRef names one grant. */
+export interface LeaseRef {
+  name: string;
+  token: bigint;
+}
+
+/** RenewResult is the outcome of renewing one lease. */
+export interface RenewResult {
+  ref: LeaseRef;
+  /** The renewed grant when err is undefined. */
+  lease?: Lease;
+  /** A StaleTokenError when the lease was released, expired or granted
+   * again since ref.token was issued. */
+  err?: Error;
+}
+
+/** AcquireOptions change how acquire behaves. */
+export interface AcquireOptions extends CallOptions {
+  /** Queue on the server (first come, first served) while the lease is
+   * held, until it is granted or waitTimeoutMs passes; then acquire fails
+   * with a LeaseHeldError. */
+  wait?: boolean;
+  /** How long to wait; 0 or unset waits as long as the server allows (5
+   * minutes by default). A retry on another endpoint waits only for what
+   * is left (and queues again at the back). */
+  waitTimeoutMs?: number;
+}
+
+/** KV is one value of the fenced key-value store. */
+export interface KV {
+  key: string;
+  value: Uint8Array;
+  /** The lease and token of the grant that wrote the value. */
+  lease: string;
+  token: bigint;
+  /** The store revision at which the value was written. */
+  revision: bigint;
+}
+
+/** WatchEventType is the kind of a WatchEvent. */
+export type WatchEventType = "current" | "synced" | "granted" | "released" | "expired" | "reset";
+
+/** WatchEvent is one event of a watch. */
+export interface WatchEvent {
+  /** current: a lease live when the watch (re)started; synced: the current
+   * leases have been sent, events follow in commit order; granted,
+   * released, expired: a change; reset: the stream broke and the client
+   * watched again, maybe on another member: events may have been missed,
+   * and the current state follows again (current events and synced). */
+  type: WatchEventType;
+  /** The grant the event is about (current, granted, released, expired). */
+  lease?: Lease;
+  /** The raft index of the entry that produced the event (0n for
+   * current, synced and reset). */
+  index: bigint;
+}
+
+/** Status is one member's view of the cluster. */
+export interface Status {
+  endpoint: string;
+  nodeId: string;
+  /** leader, follower, candidate or shutdown. */
+  state: string;
+  leaderId: string;
+  leaderAddress: string;
+  term: bigint;
+  appliedIndex: bigint;
+  members: Member[];
+  clusterTimeMs: number;
+  minTtlMs: number;
+  leases: bigint;
+  lastToken: bigint;
+  clusterId: string;
+}
+
+export interface Member {
+  id: string;
+  raftAddress: string;
+  apiAddress: string;
+  /** voter or nonvoter. */
+  suffrage: string;
+  leader: boolean;
+}
+
+/** The defaults of ClientConfig. */
+export const clientDefaults = {
+  requestTimeoutMs: 5000,
+  retryBackoffMs: 50,
+  maxRetryBackoffMs: 1000,
+} as const;
+
+interface Endpoint {
+  addr: string;
+  lease: ServiceClient<typeof LeaseService>;
+  kv: ServiceClient<typeof KVService>;
+  cluster: ServiceClient<typeof ClusterService>;
+}
+
+/** RetryPolicy says when a failed attempt may be repeated. */
+export enum RetryPolicy {
+  /** Repeating is harmless: every attempt that got no answer is retried
+   * (reads, acquire, renew). */
+  Always,
+  /** Retried only when the request certainly was not applied: the
+   * connection could not be opened, or the server answered unavailable. */
+  Unsent,
+}
+
+/** Outcome is what to do after a failed attempt. */
+export enum Outcome {
+  GiveUp,
+  TryNext,
+  Indeterminate,
+}
+
+const dialCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
+
+/** isDialError reports whether err is a failure to open a connection, so
+ * the request never left. */
+export function isDialError(err: unknown): boolean {
+  const seen = new Set<unknown>();
+  while (typeof err === "object" && err !== null && !seen.has(err)) {
+    seen.add(err);
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === "string" && dialCodes.has(code)) return true;
+    err = (err as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/** isWireError reports whether err is an error the server sent, rather
+ * than one the client made from a network failure. */
+export function isWireError(err: unknown): err is ConnectError {
+  return err instanceof ConnectError && err.cause === undefined;
+}
+
+/**
+ * classify decides what to do after a failed attempt: err is its error,
+ * parentAborted whether the caller's signal ended the call, timedOut
+ * whether the attempt's own timeout passed.
+ */
+export function classify(err: unknown, parentAborted: boolean, timedOut: boolean, p: RetryPolicy): Outcome {
+  if (parentAborted) return Outcome.GiveUp;
+  const maybeApplied = p === RetryPolicy.Always ? Outcome.TryNext : Outcome.Indeterminate;
+  if (timedOut) return maybeApplied;
+  if (isWireError(err)) {
+    if (err.code === Code.Unavailable && !isIndeterminateWire(err)) {
+      // The server itself refused: not the leader, no leader, forwarding
+      // failed before the leader took the request.
+      return Outcome.TryNext;
+    }
+    if (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded || err.code === Code.Canceled) {
+      return maybeApplied;
+    }
+    return Outcome.GiveUp;
+  }
+  if (isDialError(err)) return Outcome.TryNext;
+  // The connection broke, or the request failed on the way: it may have
+  // been applied.
+  return maybeApplied;
+}
+
+/** normalizeEndpoint returns e as host:port. */
+export function normalizeEndpoint(e: string): string {
+  let addr = e.trim();
+  if (addr.startsWith("https://")) {
+    throw new TenureError(`client: endpoint "${e}": TLS is not supported yet, use host:port`);
+  }
+  if (addr.startsWith("http://")) addr = addr.slice("http://".length);
+  while (addr.endsWith("/")) addr = addr.slice(0, -1);
+  if (addr === "") throw new TenureError("client: empty endpoint");
+  const m = /^(\[[^\]]+\]|[^:/\s]+):(\d+)$/.exec(addr);
+  if (m === null) throw new TenureError(`client: endpoint "${e}" is not host:port`);
+  return addr;
+}
+
+function leaseFromProto(p: PbLease | undefined, sentAt: number): Lease {
+  return {
+    name: p?.name ?? "",
+    holder: p?.holder ?? "",
+    token: p?.token ?? 0n,
+    ttlMs: durationToMs(p?.ttl),
+    remainingMs: durationToMs(p?.remaining),
+    sentAt,
+  };
+}
+
+const eventTypes: Partial<Record<WatchEvent_Type, WatchEventType>> = {
+  [WatchEvent_Type.CURRENT]: "current",
+  [WatchEvent_Type.SYNCED]: "synced",
+  [WatchEvent_Type.GRANTED]: "granted",
+  [WatchEvent_Type.RELEASED]: "released",
+  [WatchEvent_Type.EXPIRED]: "expired",
+};
+
+function eventFromProto(ev: PbWatchEvent | undefined): WatchEvent {
+  const out: WatchEvent = { type: eventTypes[ev?.type ?? WatchEvent_Type.UNSPECIFIED] ?? "synced", index: ev?.index ?? 0n };
+  if (ev?.lease !== undefined) out.lease = leaseFromProto(ev.lease, 0);
+  return out;
+}
+
+function membersFromProto(ms: PbMember[]): Member[] {
+  return ms.map((m) => ({ id: m.id, raftAddress: m.raftAddress, apiAddress: m.apiAddress, suffrage: m.suffrage, leader: m.leader }));
+}
+
+/** Attempt is the signal of one attempt: the caller's, plus a timeout. */
+class Attempt {
+  readonly controller = new AbortController();
+  timedOut = false;
+  private timer: unknown;
+  private readonly onParentAbort: () => void;
+  constructor(
+    private readonly clock: Clock,
+    private readonly parent: AbortSignal | undefined,
+    timeoutMs: number,
+  ) {
+    this.onParentAbort = () => this.controller.abort(parent?.reason);
+    if (parent?.aborted) this.controller.abort(parent.reason);
+    parent?.addEventListener("abort", this.onParentAbort, { once: true });
+    if (timeoutMs > 0) {
+      this.timer = clock.setTimeout(() => {
+        this.timedOut = true;
+        this.controller.abort(new ConnectError(`attempt timed out after ${timeoutMs}ms`, Code.DeadlineExceeded));
+      }, timeoutMs);
+    }
+  }
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+  /** done stops the timer; the signal stays as it is. */
+  done(): void {
+    if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
+    this.parent?.removeEventListener("abort", this.onParentAbort);
+  }
+}
+
+/** WatchStream is an open watch whose first event has arrived. */
+interface WatchStream {
+  iter: AsyncIterator<WatchResponse>;
+  controller: AbortController;
+  first: PbWatchEvent | undefined;
+}
+
+/** Watch is a running watch: iterate it with for await. */
+export interface Watch extends AsyncIterable<WatchEvent> {
+  /** close ends the watch; the iteration ends. */
+  close(): void;
+}
+
+/**
+ * Client talks to a tenure cluster over a list of endpoints. Each call
+ * starts at the endpoint that last served a request and fails over to the
+ * next while the cluster is unavailable, pausing after every endpoint
+ * failed once. Errors are mapped to the classes of errors.ts.
+ */
+export class Client {
+  readonly clock: Clock;
+  private readonly cfg: Required<Omit<ClientConfig, "clock" | "transport" | "endpoints" | "onClose">>;
+  private readonly eps: Endpoint[];
+  private cur = 0;
+  private readonly onClose: (() => void) | undefined;
+
+  constructor(cfg: ClientConfig) {
+    if (cfg.endpoints === undefined || cfg.endpoints.length === 0) throw new TenureError("client: no endpoints");
+    for (const [k, v] of Object.entries({ requestTimeoutMs: cfg.requestTimeoutMs, retryBackoffMs: cfg.retryBackoffMs, maxRetryBackoffMs: cfg.maxRetryBackoffMs })) {
+      if (v !== undefined && !(v >= 0)) throw new TenureError(`client: ${k} is negative (${v})`);
+    }
+    this.clock = cfg.clock ?? systemClock;
+    this.onClose = cfg.onClose;
+    this.cfg = {
+      requestTimeoutMs: cfg.requestTimeoutMs || clientDefaults.requestTimeoutMs,
+      retryBackoffMs: cfg.retryBackoffMs || clientDefaults.retryBackoffMs,
+      maxRetryBackoffMs: cfg.maxRetryBackoffMs || clientDefaults.maxRetryBackoffMs,
+    };
+    this.eps = cfg.endpoints.map((e) => {
+      const addr = normalizeEndpoint(e);
+      const t = cfg.transport(`http://${addr}`);
+      return { addr, lease: createClient(LeaseService, t), kv: createClient(KVService, t), cluster: createClient(ClusterService, t) };
+    });
+  }
+
+  /** close closes the client's connections. It does not end watches or
+   * sessions: abort their signals, close them. */
+  close(): void {
+    this.onClose?.();
+  }
+
+  /** session starts a Session for this client: one holder whose leases
+   * are renewed together. */
+  session(cfg?: SessionConfig): Session {
+    return new Session(this, cfg);
+  }
+
+  /** runElection is runElection with this client; see election.ts. */
+  runElection<T>(
+    name: string,
+    fn: (signal: AbortSignal, lease: ElectionLease) => Promise<T> | T,
+    opts?: Omit<RunOptions, "client">,
+  ): Promise<T | undefined> {
+    return runElection(name, fn, { ...opts, client: this });
+  }
+
+  /** observe reports the leaders of name; see election.ts. */
+  observe(name: string, opts?: CallOptions): Observation {
+    return observe(this, name, opts);
+  }
+
+  /** endpoints returns the endpoints as host:port, in the configured order. */
+  get endpoints(): string[] {
+    return this.eps.map((e) => e.addr);
+  }
+
+  /**
+   * call runs attempt at one endpoint after another, starting with the
+   * last one that worked, until an attempt succeeds, fails in a way
+   * retrying cannot fix, or signal aborts. timeoutMs bounds each attempt
+   * (0: no bound). The error it throws is mapped with fromConnectError.
+   */
+  private async call<T>(
+    p: RetryPolicy,
+    signal: AbortSignal | undefined,
+    timeoutMs: () => number,
+    attempt: (ep: Endpoint, signal: AbortSignal) => Promise<T>,
+    onFailure?: (err: unknown, outcome: Outcome, unsentOutcome: Outcome) => void,
+  ): Promise<T> {
+    const n = this.eps.length;
+    let i = this.cur;
+    let backoff = this.cfg.retryBackoffMs;
+    let failures = 0;
+    let last: unknown;
+    for (;;) {
+      if (signal?.aborted) throw this.gaveUp(signal, failures, last);
+      const ep = this.eps[i]!;
+      const a = new Attempt(this.clock, signal, timeoutMs());
+      try {
+        const res = await attempt(ep, a.signal);
+        this.cur = i;
+        return res;
+      } catch (err) {
+        const parentAborted = signal?.aborted ?? false;
+        const outcome = classify(err, parentAborted, a.timedOut, p);
+        onFailure?.(err, outcome, classify(err, parentAborted, a.timedOut, RetryPolicy.Unsent));
+        if (outcome === Outcome.GiveUp) {
+          if (parentAborted) throw this.gaveUp(signal!, failures, last);
+          throw fromConnectError(err);
+        }
+        if (outcome === Outcome.Indeterminate) {
+          throw new IndeterminateError(`${ep.addr}: ${messageOf(err)}`, fromConnectError(err));
+        }
+        last = new TenureError(`${ep.addr}: ${messageOf(err)}`, { cause: err });
+      } finally {
+        a.done();
+      }
+      failures++;
+      i = (i + 1) % n;
+      if (failures % n !== 0) continue;
+      if (!(await sleep(this.clock, backoff, signal))) throw this.gaveUp(signal!, failures, last);
+      backoff = Math.min(2 * backoff, this.cfg.maxRetryBackoffMs);
+    }
+  }
+
+  /** gaveUp returns the error of a call whose signal aborted after
+   * failures failed attempts. */
+  private gaveUp(signal: AbortSignal, failures: number, last: unknown): Error {
+    if (failures === 0) {
+      return signal.reason instanceof Error ? signal.reason : new TenureError(`client: ${String(signal.reason)}`);
+    }
+    return new UnavailableError(failures, last, signal.reason);
+  }
+
+  private unary<T>(p: RetryPolicy, opts: CallOptions | undefined, fn: (ep: Endpoint, signal: AbortSignal) => Promise<T>): Promise<{ res: T; sentAt: number }> {
+    let sentAt = 0;
+    return this.call(p, opts?.signal, () => this.cfg.requestTimeoutMs, async (ep, signal) => {
+      sentAt = this.clock.now();
+      return fn(ep, signal);
+    }).then((res) => ({ res, sentAt }));
+  }
+
+  /**
+   * acquire grants the lease name to holder for ttlMs, or renews it if
+   * holder already holds it (same token). If another holder has it, it
+   * throws a LeaseHeldError naming that holder. It retries on other
+   * endpoints while the cluster is unavailable: acquiring again by the same
+   * holder is a renewal. If an earlier attempt may have been granted and
+   * a retry is answered "held", the error is an IndeterminateError whose
+   * cause is the LeaseHeldError.
+   */
+  async acquire(name: string, holder: string, ttlMs: number, opts?: AcquireOptions): Promise<Lease> {
+    const wait = opts?.wait ?? false;
+    const waitUntil = wait && opts?.waitTimeoutMs ? this.clock.now() + opts.waitTimeoutMs : 0;
+    let sentAt = 0;
+    let maybeGranted = false;
+    let req = { name, holder, ttl: msToDuration(ttlMs), wait, waitTimeout: undefined as ReturnType<typeof msToDuration> | undefined };
+    const timeout = () => {
+      req = { ...req, wait, waitTimeout: undefined };
+      if (!wait) return this.cfg.requestTimeoutMs;
+      if (waitUntil === 0) return 0; // bounded by the server's maximum wait and the signal
+      const left = waitUntil - this.clock.now();
+      if (left <= 0) {
+        req.wait = false; // no time left: one plain try
+        return this.cfg.requestTimeoutMs;
+      }
+      req.waitTimeout = msToDuration(left);
+      return this.cfg.requestTimeoutMs + left;
+    };
+    try {
+      const res = await this.call(
+        RetryPolicy.Always,
+        opts?.signal,
+        timeout,
+        async (ep, signal) => {
+          sentAt = this.clock.now();
+          return ep.lease.acquire(req, { signal });
+        },
+        (_err, _outcome, unsent) => {
+          if (unsent === Outcome.Indeterminate) maybeGranted = true;
+        },
+      );
+      return leaseFromProto(res.lease, sentAt);
+    } catch (err) {
+      if (err instanceof LeaseHeldError) {
+        const held = err.lease === "" ? new LeaseHeldError(err.message, name, err.holder, err.token, err.remainingMs, { cause: err.cause, code: err.code }) : err;
+        if (maybeGranted) {
+          // An earlier attempt may have been granted, and that grant may
+          // have expired before the retry found the name held by someone
+          // else: the acquire may have taken effect.
+          throw new IndeterminateError(`an earlier attempt may have been granted and has expired since: ${held.message}`, held);
+        }
+        throw held;
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * renew extends the leases named by refs by their TTLs, in one request
+   * (and one raft entry), and returns one result per ref, in order. A lease
+   * that could not be renewed has its error in its result; the call
+   * throws only for the request as a whole. Retried on other endpoints:
+   * renewing twice is harmless.
+   */
+  async renew(refs: LeaseRef[], opts?: CallOptions): Promise<RenewResult[]> {
+    const leases = refs.map((r) => create(LeaseRefSchema, { name: r.name, token: r.token }));
+    const { res, sentAt } = await this.unary(RetryPolicy.Always, opts, (ep, signal) => ep.lease.renew({ leases }, { signal }));
+    if (res.results.length !== refs.length) {
+      throw new TenureError(`client: renew of ${refs.length} leases returned ${res.results.length} results`);
+    }
+    return res.results.map((r) => {
+      const err = reasonError(r.reason, r.message);
+      const out: RenewResult = { ref: { name: r.name, token: r.token } };
+      if (err === undefined) out.lease = leaseFromProto(r.lease, sentAt);
+      else out.err = err;
+      return out;
+    });
+  }
+
+  /** renewOne renews one lease and throws its error; see renew. */
+  async renewOne(name: string, token: bigint, opts?: CallOptions): Promise<Lease> {
+    const [r] = await this.renew([{ name, token }], opts);
+    if (r!.err !== undefined) throw r!.err;
+    return r!.lease!;
+  }
+
+  /** release ends the grant of name with token, so the lease is free (or
+   * goes to the first waiter) at once. A token that is no longer the
+   * current grant gives a StaleTokenError. A release that may have been
+   * delivered is not retried (IndeterminateError). */
+  async release(name: string, token: bigint, opts?: CallOptions): Promise<void> {
+    await this.unary(RetryPolicy.Unsent, opts, (ep, signal) => ep.lease.release({ name, token }, { signal }));
+  }
+
+  /** get returns the live grant of name, or throws a NotFoundError. */
+  async get(name: string, opts?: CallOptions): Promise<Lease> {
+    const { res, sentAt } = await this.unary(RetryPolicy.Always, opts, (ep, signal) => ep.lease.get({ name }, { signal }));
+    return leaseFromProto(res.lease, sentAt);
+  }
+
+  /** list returns the live leases whose names start with prefix, sorted by
+   * name. */
+  async list(prefix: string, opts?: CallOptions): Promise<Lease[]> {
+    const { res, sentAt } = await this.unary(RetryPolicy.Always, opts, (ep, signal) => ep.lease.list({ prefix }, { signal }));
+    return res.leases.map((l) => leaseFromProto(l, sentAt));
+  }
+
+  /**
+   * put writes value under key, fenced by the grant (lease, token): the
+   * server accepts it only while token is the current, unexpired grant of
+   * lease and no higher token wrote key; otherwise StaleTokenError. It
+   * returns the store revision. A put that may have been delivered is not
+   * retried (IndeterminateError): read the key to find out.
+   */
+  async put(key: string, value: Uint8Array | string, lease: string, token: bigint, opts?: CallOptions): Promise<bigint> {
+    const v = typeof value === "string" ? new TextEncoder().encode(value) : value;
+    const { res } = await this.unary(RetryPolicy.Unsent, opts, (ep, signal) => ep.kv.put({ key, value: v, lease, token }, { signal }));
+    return res.revision;
+  }
+
+  /** kvGet returns the value of key, or throws a NotFoundError. */
+  async kvGet(key: string, opts?: CallOptions): Promise<KV> {
+    const { res } = await this.unary(RetryPolicy.Always, opts, (ep, signal) => ep.kv.get({ key }, { signal }));
+    return { key: res.key, value: res.value, lease: res.lease, token: res.token, revision: res.revision };
+  }
+
+  /** delete removes key, fenced like put, and returns the store revision
+   * of the deletion. Not retried once possibly delivered. */
+  async delete(key: string, lease: string, token: bigint, opts?: CallOptions): Promise<bigint> {
+    const { res } = await this.unary(RetryPolicy.Unsent, opts, (ep, signal) => ep.kv.delete({ key, lease, token }, { signal }));
+    return res.revision;
+  }
+
+  /** status returns the view of the first endpoint that answers. */
+  async status(opts?: CallOptions): Promise<Status> {
+    let answered = "";
+    const { res } = await this.unary(RetryPolicy.Always, opts, (ep, signal) => {
+      answered = ep.addr;
+      return ep.cluster.status({}, { signal });
+    });
+    return {
+      endpoint: answered,
+      nodeId: res.nodeId,
+      state: res.state,
+      leaderId: res.leaderId,
+      leaderAddress: res.leaderAddress,
+      term: res.term,
+      appliedIndex: res.appliedIndex,
+      members: membersFromProto(res.members),
+      clusterTimeMs: durationToMs(res.clusterTime),
+      minTtlMs: durationToMs(res.minTtl),
+      leases: res.leases,
+      lastToken: res.lastToken,
+      clusterId: res.clusterId,
+    };
+  }
+
+  /** transferLeadership asks the leader to hand over to nodeId ("" lets
+   * raft pick) and returns the new leader's ID. Not retried once possibly
+   * delivered. */
+  async transferLeadership(nodeId: string, opts?: CallOptions): Promise<string> {
+    const { res } = await this.unary(RetryPolicy.Unsent, opts, (ep, signal) => ep.cluster.transferLeadership({ nodeId }, { signal }));
+    return res.leaderId;
+  }
+
+  /** openWatch starts a watch on the first endpoint that sends its first
+   * event within the request timeout. */
+  private openWatch(prefix: string, signal: AbortSignal): Promise<WatchStream> {
+    return this.call(RetryPolicy.Always, signal, () => this.cfg.requestTimeoutMs, async (ep, attemptSignal) => {
+      // The stream outlives the attempt: it has its own controller, ended
+      // by the attempt's until the first event arrived.
+      const controller = new AbortController();
+      const onAbort = () => controller.abort(attemptSignal.reason);
+      if (attemptSignal.aborted) onAbort();
+      attemptSignal.addEventListener("abort", onAbort, { once: true });
+      const iter = ep.lease.watch({ prefix }, { signal: controller.signal })[Symbol.asyncIterator]();
+      try {
+        const r = await iter.next();
+        if (r.done) throw new ConnectError("client: watch ended before its first event", Code.Unavailable);
+        return { iter, controller, first: r.value.event };
+      } catch (err) {
+        controller.abort();
+        throw err;
+      } finally {
+        attemptSignal.removeEventListener("abort", onAbort);
+      }
+    });
+  }
+
+  /**
+   * watch streams the leases whose names start with prefix: first the live
+   * ones ("current"), then "synced", then every grant, release and expiry
+   * in commit order. It resolves once the first event arrived from some
+   * endpoint, retrying like the other calls; a bad prefix fails here.
+   *
+   * If the stream breaks, the client watches again on the next endpoint
+   * that answers, announced by a "reset" event followed by the current
+   * state again. The iteration ends when signal aborts or close is
+   * called, and throws if the watch fails for good.
+   */
+  async watch(prefix: string, opts?: CallOptions): Promise<Watch> {
+    const stop = new AbortController();
+    const parent = opts?.signal;
+    const onParent = () => stop.abort(parent?.reason);
+    if (parent?.aborted) onParent();
+    parent?.addEventListener("abort", onParent, { once: true });
+    let ws: WatchStream;
+    try {
+      ws = await this.openWatch(prefix, stop.signal);
+    } catch (err) {
+      parent?.removeEventListener("abort", onParent);
+      throw err;
+    }
+    // Stopping ends the open stream even if nobody iterates.
+    const onStop = () => ws.controller.abort(stop.signal.reason);
+    stop.signal.addEventListener("abort", onStop);
+    const self = this;
+    async function* run(): AsyncGenerator<WatchEvent> {
+      let backoff = self.cfg.retryBackoffMs;
+      try {
+        for (;;) {
+          yield eventFromProto(ws.first);
+          let events = 0;
+          let err: unknown;
+          try {
+            for (;;) {
+              const r = await ws.iter.next();
+              if (r.done) break;
+              events++;
+              yield eventFromProto(r.value.event);
+            }
+          } catch (e) {
+            err = e;
+          }
+          ws.controller.abort();
+          if (stop.signal.aborted) return;
+          err ??= new ConnectError("client: the server ended the watch", Code.Unavailable);
+          if (isWireError(err) && classify(err, false, false, RetryPolicy.Always) === Outcome.GiveUp) {
+            throw fromConnectError(err);
+          }
+          // A stream that broke at once is not retried in a tight loop.
+          if (events > 0) {
+            backoff = self.cfg.retryBackoffMs;
+          } else {
+            if (!(await sleep(self.clock, backoff, stop.signal))) return;
+            backoff = Math.min(2 * backoff, self.cfg.maxRetryBackoffMs);
+          }
+          try {
+            ws = await self.openWatch(prefix, stop.signal);
+          } catch (e) {
+            if (stop.signal.aborted) return;
+            throw e;
+          }
+          if (stop.signal.aborted) {
+            ws.controller.abort();
+            return;
+          }
+          yield { type: "reset", index: 0n };
+        }
+      } finally {
+        stop.signal.removeEventListener("abort", onStop);
+        ws.controller.abort();
+        parent?.removeEventListener("abort", onParent);
+      }
+    }
+    const gen = run();
+    return {
+      [Symbol.asyncIterator]: () => gen,
+      close: () => stop.abort(new TenureError("client: watch closed")),
+    };
+  }
+}

@@ -1,0 +1,58 @@
+// Everything but the transports: shared by the Node.js and browser entry
+// points.
+export {
+  Client,
+  type ClientConfig,
+  type CallOptions,
+  type AcquireOptions,
+  type Lease as Grant,
+  type LeaseRef,
+  type RenewResult,
+  type KV,
+  type Watch,
+  type WatchEvent,
+  type WatchEventType,
+  type Status,
+  type Member,
+  clientDefaults,
+  classify,
+  isDialError,
+  isWireError,
+  normalizeEndpoint,
+  Outcome,
+  RetryPolicy,
+} from "./client.js";
+export { type Clock, systemClock } from "./clock.js";
+export {
+  TenureError,
+  InvalidArgumentError,
+  LeaseHeldError,
+  StaleTokenError,
+  NotFoundError,
+  DeadlineExceededError,
+  CanceledError,
+  UnavailableError,
+  IndeterminateError,
+  Reason,
+  isError,
+  findError,
+  fromConnectError,
+  reasonError,
+} from "./errors.js";
+export {
+  Session,
+  Lease,
+  type LeaseState,
+  type SessionConfig,
+  type ResolvedSessionConfig,
+  type ElectionClient,
+  LostError,
+  ReleasedError,
+  SessionClosedError,
+  DuplicateError,
+  deadlineOf,
+  defaultHolder,
+  lifetime,
+  withDefaults,
+} from "./session.js";
+export { type Leader, type Observation, type RunOptions, observe, runElection } from "./election.js";

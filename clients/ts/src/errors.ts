@@ -1,0 +1,205 @@
+// Errors of the tenure client, mapped from the server's Connect errors with
+// the same table the Go client uses (internal/wire): an error the server
+// reports arrives as an instance of one of these classes and keeps the
+// server's message.
+//
+//   invalid_argument                               InvalidArgumentError
+//   failed_precondition, reason LEASE_HELD         LeaseHeldError (holder, token, remaining)
+//   failed_precondition, reason STALE_TOKEN        StaleTokenError
+//   not_found (reason NOT_FOUND)                   NotFoundError
+//   deadline_exceeded                              DeadlineExceededError
+//   canceled                                       CanceledError
+//   anything else                                  the ConnectError itself
+//
+// A code shared by several rows (failed_precondition) needs its reason; a
+// failed_precondition without a known reason stays a ConnectError.
+
+import { Code, ConnectError } from "@connectrpc/connect";
+import { type ErrorDetail, ErrorDetailSchema } from "./gen/tenure/v1/tenure_pb.js";
+import { durationToMs } from "./duration.js";
+
+/** The ErrorDetail reasons the server sends. */
+export const Reason = {
+  LeaseHeld: "LEASE_HELD",
+  StaleToken: "STALE_TOKEN",
+  NotFound: "NOT_FOUND",
+  Indeterminate: "INDETERMINATE",
+} as const;
+
+/** TenureError is the base class of every error this package throws. */
+export class TenureError extends Error {
+  /** The Connect code of the server's answer, if the server answered. */
+  readonly code: Code | undefined;
+  constructor(message: string, options?: { cause?: unknown; code?: Code }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = options?.code;
+  }
+}
+
+/** The server rejected the request as malformed: an empty or oversized
+ * name, a TTL out of bounds, a value over the limit. */
+export class InvalidArgumentError extends TenureError {}
+
+/** Another holder has a live grant of the lease (also when a waiting
+ * acquire timed out). */
+export class LeaseHeldError extends TenureError {
+  constructor(
+    message: string,
+    /** The lease's name. */
+    readonly lease: string,
+    /** The holder of the live grant. */
+    readonly holder: string,
+    /** Its fencing token. */
+    readonly token: bigint,
+    /** Its remaining time on the server, in milliseconds. */
+    readonly remainingMs: number,
+    options?: { cause?: unknown; code?: Code },
+  ) {
+    super(message, options);
+  }
+}
+
+/** The token is not the current, unexpired grant of the lease (released,
+ * expired, or granted again since), or a newer token already wrote the
+ * key. */
+export class StaleTokenError extends TenureError {}
+
+/** The name has no live lease, or the key holds no value. */
+export class NotFoundError extends TenureError {}
+
+/** The server reported that the request's deadline passed. */
+export class DeadlineExceededError extends TenureError {}
+
+/** The server reported that the request was cancelled. */
+export class CanceledError extends TenureError {}
+
+/** The caller's signal ended the call while the client was still retrying
+ * because no endpoint could serve the request (unreachable, no leader, no
+ * quorum). `cause` is the last endpoint's error. */
+export class UnavailableError extends TenureError {
+  constructor(
+    readonly attempts: number,
+    readonly last: unknown,
+    /** Why the call stopped: the caller's abort reason. */
+    readonly reason: unknown,
+  ) {
+    super(`client: no endpoint could serve the request (${attempts} attempts, last: ${messageOf(last)})`, {
+      cause: last,
+      code: Code.Unavailable,
+    });
+  }
+}
+
+/** A release, put, delete or membership change was possibly delivered but
+ * its outcome is unknown (the connection broke or the attempt timed out
+ * after the request was sent), or an acquire was answered "held" after an
+ * earlier attempt of it may have been granted. Such requests are not
+ * retried: read the state (get, kvGet) to find out. `cause` is the
+ * error of the attempt. */
+export class IndeterminateError extends TenureError {
+  constructor(message: string, cause: unknown) {
+    super(`client: the request may or may not have been applied: ${message}`, { cause, code: Code.Unavailable });
+  }
+}
+
+type ErrorClass = abstract new (...args: never[]) => Error;
+
+/**
+ * isError reports whether err or any error in its cause chain is an
+ * instance of cls: the counterpart of Go's errors.Is. An
+ * IndeterminateError whose cause is a LeaseHeldError matches both.
+ */
+export function isError(err: unknown, cls: ErrorClass): boolean {
+  return findError(err, cls) !== undefined;
+}
+
+/** findError returns the first error in err's cause chain that is an
+ * instance of cls: the counterpart of Go's errors.As. */
+export function findError<T extends ErrorClass>(err: unknown, cls: T): InstanceType<T> | undefined {
+  const seen = new Set<unknown>();
+  while (err instanceof Error && !seen.has(err)) {
+    if (err instanceof cls) return err as InstanceType<T>;
+    seen.add(err);
+    err = (err as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/** errorDetail returns the first tenure ErrorDetail attached to ce. */
+export function errorDetail(ce: ConnectError): ErrorDetail | undefined {
+  return ce.findDetails(ErrorDetailSchema)[0];
+}
+
+/** isIndeterminateWire reports whether ce is the server's "unavailable,
+ * may have been applied" answer. */
+export function isIndeterminateWire(ce: ConnectError): boolean {
+  return ce.code === Code.Unavailable && errorDetail(ce)?.reason === Reason.Indeterminate;
+}
+
+type Row = { code: Code; reason: string; make: (msg: string, ce: ConnectError, d?: ErrorDetail) => TenureError };
+
+const table: Row[] = [
+  { code: Code.InvalidArgument, reason: "", make: (m, ce) => new InvalidArgumentError(m, { cause: ce, code: ce.code }) },
+  {
+    code: Code.FailedPrecondition,
+    reason: Reason.LeaseHeld,
+    make: (m, ce, d) =>
+      new LeaseHeldError(m, d?.name ?? "", d?.holder ?? "", d?.token ?? 0n, durationToMs(d?.remaining), {
+        cause: ce,
+        code: ce.code,
+      }),
+  },
+  { code: Code.FailedPrecondition, reason: Reason.StaleToken, make: (m, ce) => new StaleTokenError(m, { cause: ce, code: ce.code }) },
+  { code: Code.NotFound, reason: Reason.NotFound, make: (m, ce) => new NotFoundError(m, { cause: ce, code: ce.code }) },
+  { code: Code.DeadlineExceeded, reason: "", make: (m, ce) => new DeadlineExceededError(m, { cause: ce, code: ce.code }) },
+  { code: Code.Canceled, reason: "", make: (m, ce) => new CanceledError(m, { cause: ce, code: ce.code }) },
+];
+
+const defaultMessages: Record<string, string> = {
+  [Code.InvalidArgument]: "lease: invalid argument",
+  [Reason.LeaseHeld]: "lease: held by another holder",
+  [Reason.StaleToken]: "lease: stale token",
+  [Reason.NotFound]: "lease: not found",
+  [Code.DeadlineExceeded]: "context deadline exceeded",
+  [Code.Canceled]: "context canceled",
+};
+
+/** rowFor returns the row with code and reason or, failing that, the only
+ * row with code: a code shared by several rows needs its reason. */
+function rowFor(code: Code, reason: string): Row | undefined {
+  const rows = table.filter((r) => r.code === code);
+  return rows.find((r) => r.reason === reason) ?? (rows.length === 1 ? rows[0] : undefined);
+}
+
+/**
+ * fromConnectError maps a server's Connect error to the error class of the
+ * table above, with the server's message, the ConnectError as its cause
+ * and, for a held lease, the holder, token and remaining time from the
+ * detail. Any other value is returned unchanged.
+ */
+export function fromConnectError(err: unknown): unknown {
+  if (!(err instanceof ConnectError)) return err;
+  const d = errorDetail(err);
+  const row = rowFor(err.code, d?.reason ?? "");
+  if (row === undefined) return err;
+  const msg = err.rawMessage || defaultMessages[row.reason || row.code] || err.message;
+  return row.make(msg, err, d);
+}
+
+/**
+ * reasonError returns the error of a per-item failure reported in a
+ * message rather than as a Connect error (RenewResult.reason and
+ * .message): undefined for the empty reason (success).
+ */
+export function reasonError(reason: string, message: string): Error | undefined {
+  if (reason === "") return undefined;
+  const row = table.find((r) => r.reason === reason);
+  if (row === undefined) return new TenureError(message || `wire: unknown failure reason ${reason}`);
+  const ce = new ConnectError(message, row.code);
+  return row.make(message || defaultMessages[reason] || reason, ce);
+}
+
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

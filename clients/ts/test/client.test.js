@@ -1,0 +1,192 @@
+// The client's retry classification, failover and error mapping, against
+// in-memory transports: the router transport of @connectrpc/connect
+// (answers as a server sends them) and transports that fail like a network.
+import { test, mock } from "node:test";
+import assert from "node:assert/strict";
+import { Code, ConnectError, createRouterTransport } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { LeaseService, KVService, ErrorDetailSchema, LeaseSchema } from "../dist/gen/tenure/v1/tenure_pb.js";
+import {
+  Client, LeaseHeldError, StaleTokenError, NotFoundError, InvalidArgumentError, IndeterminateError,
+  UnavailableError, DeadlineExceededError, CanceledError, isError, fromConnectError, reasonError, TenureError,
+} from "../dist/core.js";
+
+const detail = (d) => [{ desc: ErrorDetailSchema, value: d }];
+const held = () => new ConnectError(`lease: "x" held by "a" (token 3, 4.2s remaining)`, Code.FailedPrecondition, undefined,
+  detail({ reason: "LEASE_HELD", holder: "a", token: 3n, remaining: { seconds: 4n, nanos: 200_000_000 } }));
+const unavailable = (reason) => new ConnectError("node: no leader", Code.Unavailable, undefined, reason ? detail({ reason }) : undefined);
+
+/** netError is what connect-node reports for a failed connection. */
+function netError(code, ceCode = Code.Unavailable) {
+  return new ConnectError(`connect ${code}`, ceCode, undefined, undefined, Object.assign(new Error(`connect ${code}`), { code }));
+}
+
+/** server returns a router transport whose handlers count their calls. */
+function server(handlers) {
+  const calls = { n: 0 };
+  const wrap = (fn) => async (req, ctx) => {
+    calls.n++;
+    return fn(req, ctx);
+  };
+  const t = createRouterTransport(({ service }) => {
+    service(LeaseService, Object.fromEntries(Object.entries(handlers.lease ?? {}).map(([k, f]) => [k, wrap(f)])));
+    service(KVService, Object.fromEntries(Object.entries(handlers.kv ?? {}).map(([k, f]) => [k, wrap(f)])));
+  });
+  t.calls = calls;
+  return t;
+}
+
+/** broken returns a transport whose every call fails with err. */
+function broken(err) {
+  const t = {
+    calls: { n: 0 },
+    async unary() {
+      t.calls.n++;
+      throw err();
+    },
+    async stream() {
+      t.calls.n++;
+      throw err();
+    },
+  };
+  return t;
+}
+
+function client(transports, cfg = {}) {
+  const byUrl = Object.fromEntries(transports.map((t, i) => [`http://h${i}:1`, t]));
+  return new Client({ endpoints: Object.keys(byUrl).map((u) => u.slice(7)), transport: (u) => byUrl[u], ...cfg });
+}
+
+const grant = (req) => ({ lease: create(LeaseSchema, { name: req.name, holder: req.holder, token: 7n, ttl: req.ttl, remaining: req.ttl }) });
+
+test("server errors map to the classes of the Go client's table", async (t) => {
+  const cases = [
+    ["held", held(), LeaseHeldError],
+    ["stale", new ConnectError("lease: stale token 2", Code.FailedPrecondition, undefined, detail({ reason: "STALE_TOKEN" })), StaleTokenError],
+    ["not found", new ConnectError("lease: not found", Code.NotFound, undefined, detail({ reason: "NOT_FOUND" })), NotFoundError],
+    ["not found without reason", new ConnectError("lease: not found", Code.NotFound), NotFoundError],
+    ["invalid", new ConnectError("lease: invalid argument: name is empty", Code.InvalidArgument), InvalidArgumentError],
+    ["precondition without reason", new ConnectError("something else", Code.FailedPrecondition), ConnectError],
+    ["internal", new ConnectError("disk on fire", Code.Internal), ConnectError],
+  ];
+  for (const [name, ce, cls] of cases) {
+    await t.test(name, async () => {
+      // Through a transport, so the detail is encoded and decoded as on the wire.
+      const c = client([server({ lease: { get() { throw ce; } } })]);
+      const err = await c.get("x").catch((e) => e);
+      assert.ok(err instanceof cls, `${name}: got ${err?.constructor?.name}: ${err?.message}`);
+      if (cls !== ConnectError) {
+        assert.equal(err.message, ce.rawMessage, "the server's message");
+        assert.ok(err.cause instanceof ConnectError);
+        assert.equal(err.code, ce.code);
+      }
+      assert.ok(!(err instanceof LeaseHeldError) || cls === LeaseHeldError);
+    });
+  }
+  // deadline_exceeded and canceled are retried by reads (the request may
+  // have been applied), so they are checked here without a transport.
+  assert.ok(fromConnectError(new ConnectError("context deadline exceeded", Code.DeadlineExceeded)) instanceof DeadlineExceededError);
+  assert.ok(fromConnectError(new ConnectError("context canceled", Code.Canceled)) instanceof CanceledError);
+  const err = fromConnectError(held());
+  assert.deepEqual([err.holder, err.token, err.remainingMs], ["a", 3n, 4200]);
+  assert.ok(reasonError("STALE_TOKEN", "stale") instanceof StaleTokenError);
+  assert.equal(reasonError("", ""), undefined);
+  assert.ok(reasonError("SOMETHING_NEW", "new failure") instanceof TenureError);
+});
+
+test("acquire names the lease in a held error", async () => {
+  const c = client([server({ lease: { acquire() { throw held(); } } })]);
+  const err = await c.acquire("jobs/x", "b", 2000).catch((e) => e);
+  assert.ok(err instanceof LeaseHeldError);
+  assert.deepEqual([err.lease, err.holder, err.token], ["jobs/x", "a", 3n]);
+});
+
+test("an endpoint that answers unavailable is skipped, and the one that served is tried first next time", async () => {
+  const a = server({ kv: { put() { throw unavailable(); } } });
+  const b = server({ kv: { put: () => ({ revision: 9n }) } });
+  const c = client([a, b]);
+  assert.equal(await c.put("k", "v", "x", 1n), 9n);
+  assert.equal(await c.put("k", "v", "x", 1n), 9n);
+  assert.deepEqual([a.calls.n, b.calls.n], [1, 2]);
+});
+
+test("a write that failed to connect is retried on the next endpoint", async () => {
+  const a = broken(() => netError("ECONNREFUSED"));
+  const b = server({ kv: { put: () => ({ revision: 3n }) } });
+  assert.equal(await client([a, b]).put("k", "v", "x", 1n), 3n);
+});
+
+test("a write whose connection broke, or that the server calls indeterminate, is not retried", async (t) => {
+  for (const [name, a] of [
+    ["connection reset", broken(() => netError("ECONNRESET", Code.Aborted))],
+    ["fetch failed", broken(() => new ConnectError("fetch failed", Code.Unknown, undefined, undefined, new TypeError("fetch failed")))],
+    ["server: indeterminate", server({ kv: { put() { throw unavailable("INDETERMINATE"); } } })],
+  ]) {
+    await t.test(name, async () => {
+      const b = server({ kv: { put: () => ({ revision: 3n }) } });
+      const err = await client([a, b]).put("k", "v", "x", 1n).catch((e) => e);
+      assert.ok(err instanceof IndeterminateError, `got ${err}`);
+      assert.equal(b.calls.n, 0, "not retried");
+    });
+  }
+});
+
+test("acquire is retried after a broken connection, and a retry answered held is indeterminate", async () => {
+  const a = broken(() => netError("ECONNRESET", Code.Aborted));
+  const granted = await client([a, server({ lease: { acquire: grant } })]).acquire("x", "h", 2000);
+  assert.equal(granted.token, 7n);
+  const err = await client([a, server({ lease: { acquire() { throw held(); } } })]).acquire("x", "h", 2000).catch((e) => e);
+  assert.ok(err instanceof IndeterminateError, `got ${err}`);
+  assert.ok(isError(err, LeaseHeldError), "it matches held too");
+  // Refused connections never carried the request: held is the truth.
+  const refused = broken(() => netError("ECONNREFUSED"));
+  const err2 = await client([refused, server({ lease: { acquire() { throw held(); } } })]).acquire("x", "h", 2000).catch((e) => e);
+  assert.ok(err2 instanceof LeaseHeldError && !(err2 instanceof IndeterminateError), `got ${err2}`);
+});
+
+test("an attempt that times out: a write is indeterminate, a renewal is retried", async () => {
+  // A slow server: answers after 300ms, long after the 30ms attempt timeout.
+  const hang = () => new Promise((_, rej) => setTimeout(() => rej(new ConnectError("too late", Code.Internal)), 300));
+  const a = server({ kv: { put: hang }, lease: { renew: hang } });
+  const b = server({ kv: { put: () => ({ revision: 1n }) }, lease: { renew: () => ({ results: [] }) } });
+  const err = await client([a, b], { requestTimeoutMs: 30 }).put("k", "v", "x", 1n).catch((e) => e);
+  assert.ok(err instanceof IndeterminateError, `got ${err}`);
+  assert.deepEqual(await client([a, b], { requestTimeoutMs: 30 }).renew([]), []);
+});
+
+test("while no endpoint serves, rounds pause 50ms doubling to 1s; the caller's signal ends the call as unavailable", async () => {
+  mock.timers.enable({ apis: ["setTimeout"] });
+  try {
+    const a = server({ lease: { get() { throw unavailable(); } } });
+    const b = server({ lease: { get() { throw unavailable(); } } });
+    const ac = new AbortController();
+    const p = client([a, b]).get("x", { signal: ac.signal }).catch((e) => e);
+    const flush = async () => { for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r)); };
+    const seen = [];
+    await flush();
+    for (const pause of [50, 100, 200, 400, 800, 1000, 1000]) {
+      seen.push(a.calls.n + b.calls.n);
+      mock.timers.tick(pause - 1);
+      await flush();
+      assert.equal(a.calls.n + b.calls.n, seen.at(-1), `no attempt before the ${pause}ms pause ended`);
+      mock.timers.tick(1);
+      await flush();
+    }
+    assert.deepEqual(seen, [2, 4, 6, 8, 10, 12, 14]);
+    ac.abort(new Error("caller gave up"));
+    const err = await p;
+    assert.ok(err instanceof UnavailableError, `got ${err}`);
+    assert.equal(err.attempts, 16);
+    assert.match(err.message, /no endpoint could serve the request \(16 attempts, last: h1:1: .*no leader/);
+  } finally {
+    mock.timers.reset();
+  }
+});
+
+test("endpoints must be host:port", () => {
+  const t = () => broken(() => new Error("unused"));
+  assert.throws(() => new Client({ endpoints: [], transport: t }), /no endpoints/);
+  assert.throws(() => new Client({ endpoints: ["https://a:1"], transport: t }), /TLS/);
+  assert.throws(() => new Client({ endpoints: ["a"], transport: t }), /not host:port/);
+  assert.deepEqual(new Client({ endpoints: ["http://a:1/", " [::1]:2"], transport: t }).endpoints, ["a:1", "[::1]:2"]);
+});
