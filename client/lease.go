@@ -171,7 +171,8 @@ type RenewResult struct {
 	Err error
 }
 
-// Renew extends the leases named by refs by their TTLs, in one request
+// Renew extends the leases named by refs by their TTLs (a ref with a TTL
+// sets the grant's TTL to it first, within the server's bounds), in one request
 // (and one raft entry). It returns one result per ref, in order; a lease
 // that could not be renewed has its error in its result, and the returned
 // error is only for the request as a whole (bad input, no cluster).
@@ -179,7 +180,11 @@ type RenewResult struct {
 func (c *Client) Renew(ctx context.Context, refs ...Ref) ([]RenewResult, error) {
 	req := &tenurev1.RenewRequest{}
 	for _, r := range refs {
-		req.Leases = append(req.Leases, &tenurev1.LeaseRef{Name: r.Name, Token: r.Token})
+		pr := &tenurev1.LeaseRef{Name: r.Name, Token: r.Token}
+		if r.TTL != 0 {
+			pr.Ttl = durationpb.New(r.TTL)
+		}
+		req.Leases = append(req.Leases, pr)
 	}
 	res, sent, err := unary(ctx, c, retryAlways, req,
 		leaseService, tenurev1connect.LeaseServiceClient.Renew)

@@ -26,6 +26,10 @@ const (
 	fPrefix
 	fKey
 	fValue
+	// fRefTTLs: after the value, one TTL (zigzag varint) per ref, in ref
+	// order; set when any ref has a TTL. Added with renewals that change
+	// the TTL; entries written before it never have it.
+	fRefTTLs
 )
 
 // AppendBatch appends the binary encoding of b to buf.
@@ -64,6 +68,9 @@ func appendOp(buf []byte, op Op) []byte {
 	set(op.Prefix != "", fPrefix)
 	set(op.Key != "", fKey)
 	set(op.Value != nil, fValue)
+	for _, r := range op.Refs {
+		set(r.TTL != 0, fRefTTLs)
+	}
 	buf = append(buf, byte(op.Type))
 	buf = binary.AppendUvarint(buf, flags)
 	if flags&fName != 0 {
@@ -96,6 +103,11 @@ func appendOp(buf []byte, op Op) []byte {
 	}
 	if flags&fValue != 0 {
 		buf = appendString(buf, string(op.Value))
+	}
+	if flags&fRefTTLs != 0 {
+		for _, r := range op.Refs {
+			buf = binary.AppendVarint(buf, int64(r.TTL))
+		}
 	}
 	return buf
 }
@@ -201,7 +213,7 @@ func (d *decoder) op() Op {
 		return Op{}
 	}
 	flags := d.uvarint("flags")
-	if flags >= fValue<<1 {
+	if flags >= fRefTTLs<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
 		d.fail("flags")
 	}
 	if flags&fName != 0 {
@@ -235,6 +247,11 @@ func (d *decoder) op() Op {
 	}
 	if flags&fValue != 0 {
 		op.Value = append([]byte{}, d.bytes("value")...)
+	}
+	if flags&fRefTTLs != 0 {
+		for i := range op.Refs {
+			op.Refs[i].TTL = time.Duration(d.varint("ref ttl"))
+		}
 	}
 	return op
 }

@@ -37,10 +37,13 @@ func (t OpType) String() string {
 	return "unknown"
 }
 
-// Ref names one grant: a lease name and its token.
+// Ref names one grant: a lease name and its token. In an OpRenew, a
+// non-zero TTL replaces the grant's TTL before the renewal (the new TTL is
+// kept by later renewals); zero keeps the grant's TTL.
 type Ref struct {
 	Name  string
 	Token uint64
+	TTL   time.Duration
 }
 
 // Op is one operation. Only the fields listed next to its type are used.
@@ -201,6 +204,11 @@ func (l Limits) Validate(op Op) error {
 			}
 			if err := checkToken(r.Token); err != nil {
 				return err
+			}
+			if r.TTL != 0 {
+				if err := l.checkTTL(r.TTL); err != nil {
+					return err
+				}
 			}
 		}
 	case OpRelease:

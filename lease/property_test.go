@@ -160,6 +160,9 @@ func (m *model) op(op Op) Result {
 				rr = append(rr, RenewResult{Ref: ref, Err: errModelStale})
 				continue
 			}
+			if ref.TTL != 0 {
+				l.TTL = ref.TTL
+			}
 			l.ExpiresAt = m.now + l.TTL
 			m.leases[ref.Name] = l
 			rr = append(rr, RenewResult{Ref: ref, Lease: l})
@@ -408,7 +411,11 @@ func drawOp(t *rapid.T, s *State) Op {
 		var refs []Ref
 		for range n {
 			rn := rapid.SampledFrom(propNames).Draw(t, "ref name")
-			refs = append(refs, Ref{Name: rn, Token: token("ref token", rn)})
+			ref := Ref{Name: rn, Token: token("ref token", rn)}
+			if rapid.Bool().Draw(t, "ref ttl") {
+				ref.TTL = time.Duration(rapid.IntRange(1, 10).Draw(t, "ref ttl seconds")) * sec
+			}
+			refs = append(refs, ref)
 		}
 		return renew(refs...)
 	case 5:

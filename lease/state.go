@@ -373,6 +373,9 @@ func (a *applier) renew(op Op) Result {
 			res[i].Err = err
 			continue
 		}
+		if r.TTL != 0 {
+			l.TTL = r.TTL
+		}
 		l.ExpiresAt = a.now + l.TTL
 		a.s.pushExpiry(l)
 		res[i].Lease = *l

@@ -100,7 +100,7 @@ func (l *leaseService) Acquire(ctx context.Context, req *connect.Request[tenurev
 func (l *leaseService) Renew(ctx context.Context, req *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
 	op := lease.Op{Type: lease.OpRenew}
 	for _, r := range req.Msg.GetLeases() {
-		op.Refs = append(op.Refs, lease.Ref{Name: r.GetName(), Token: r.GetToken()})
+		op.Refs = append(op.Refs, lease.Ref{Name: r.GetName(), Token: r.GetToken(), TTL: r.GetTtl().AsDuration()})
 	}
 	return handle(ctx, l.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {

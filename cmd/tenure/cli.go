@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -75,8 +76,14 @@ func (g *globals) check() error {
 	if g.requestTimeout <= 0 {
 		return fmt.Errorf("--request-timeout must be positive, got %s", g.requestTimeout)
 	}
-	if len(g.endpointList()) == 0 {
+	eps := g.endpointList()
+	if len(eps) == 0 {
 		return errors.New("--endpoints is empty")
+	}
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = eps
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("--endpoints: %s", strings.TrimPrefix(err.Error(), "client: "))
 	}
 	return nil
 }
@@ -208,21 +215,53 @@ func (a *app) parsePrefix(c *command, args []string) (string, error) {
 	return pos[0], nil
 }
 
+// flagAliases are short names printed with their long flag in help.
+var flagAliases = map[string]string{"o": "output"}
+
+// flagDefaults lists the flags of fs for help: each once (a short alias
+// beside its long name), with two dashes, its value name, its meaning and
+// its default.
 func flagDefaults(fs *flag.FlagSet) string {
+	short := make(map[string]string)
+	for s, long := range flagAliases {
+		if fs.Lookup(s) != nil {
+			short[long] = s
+		}
+	}
 	var b strings.Builder
-	fs.SetOutput(&b)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
+	fs.VisitAll(func(f *flag.Flag) {
+		if long, ok := flagAliases[f.Name]; ok && fs.Lookup(long) != nil {
+			return // printed with its long name
+		}
+		value, usage := flag.UnquoteUsage(f)
+		b.WriteString("  ")
+		if s, ok := short[f.Name]; ok {
+			b.WriteString("-" + s + ", ")
+		}
+		b.WriteString("--" + f.Name)
+		if value != "" {
+			b.WriteString(" " + value)
+		}
+		b.WriteString("\n        " + strings.ReplaceAll(usage, "\n", "\n        "))
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			fmt.Fprintf(&b, " (default %s)", f.DefValue)
+		}
+		b.WriteString("\n")
+	})
 	return b.String()
 }
 
+// dashFlag matches a flag name as package flag prints it in errors.
+var dashFlag = regexp.MustCompile(`(^|flag |: )-([A-Za-z])`)
+
 // flagError turns an error of flag.FlagSet.Parse into a help request,
-// which prints help, or a usage error, which prints usage.
+// which prints help, or a usage error, which prints usage. Flags in its
+// message get two dashes, as in the help.
 func flagError(err error, help, usage string) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return &helpRequest{usage: help}
 	}
-	return &usageError{msg: err.Error(), usage: usage}
+	return &usageError{msg: dashFlag.ReplaceAllString(err.Error(), "$1--$2"), usage: usage}
 }
 
 // interspersed returns args with the flags first, so flags may come after

@@ -42,23 +42,48 @@ func (t *tokenFlag) require(c *command) error {
 	return nil
 }
 
+// maxTTL is the longest TTL any server accepts (DESIGN.md section 3).
+const maxTTL = 24 * time.Hour
+
+// ttlRange says which TTLs a server accepts, for error messages.
+const ttlRange = "a duration such as 10s or 1m30s, from the server's minimum TTL (2s by default; see 'tenure status') up to 24h"
+
+// ttlFlag is a --ttl: a positive duration of at most maxTTL. Its parse
+// errors name the allowed range.
+type ttlFlag struct{ d time.Duration }
+
+func (f *ttlFlag) String() string {
+	if f == nil || f.d == 0 {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f *ttlFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 || d > maxTTL {
+		return errors.New("must be " + ttlRange)
+	}
+	f.d = d
+	return nil
+}
+
 // grantFlags are the --holder and --ttl of acquire and run.
 type grantFlags struct {
 	holder string
 	ttl    time.Duration
+	ttlf   ttlFlag
 }
 
 func (f *grantFlags) register(c *command) {
 	c.fs.StringVar(&f.holder, "holder", "", "holder `name` (default: HOSTNAME-PID)")
-	c.fs.DurationVar(&f.ttl, "ttl", 10*time.Second, "lease time to live")
+	f.ttlf.d = 10 * time.Second
+	c.fs.Var(&f.ttlf, "ttl", "lease time to live, a `duration` up to 24h")
 }
 
-// check returns a usage error if the TTL is not positive, and fills in
-// the default holder.
+// check fills in the default holder.
 func (f *grantFlags) check(c *command) error {
-	if f.ttl <= 0 {
-		return &usageError{msg: fmt.Sprintf("--ttl must be positive, got %s", f.ttl), usage: c.usage}
-	}
+	f.ttl = f.ttlf.d
 	if f.holder == "" {
 		f.holder = defaultHolder()
 	}
@@ -111,14 +136,21 @@ func (a *app) acquire(ctx context.Context, args []string) error {
 }
 
 func (a *app) renew(ctx context.Context, args []string) error {
-	c := a.newCommand("renew", "renew NAME --token T",
-		"Renews the grant of NAME with token T by its TTL and prints it.")
+	c := a.newCommand("renew", "renew NAME --token T [--ttl D]",
+		"Renews the grant of NAME with token T by its TTL and prints it. With --ttl the\n"+
+			"grant gets that TTL from now on (within the server's bounds), same token.")
+	var ttl ttlFlag
+	c.fs.Var(&ttl, "ttl", "a new TTL for the grant, a `duration` up to 24h (default: keep its TTL)")
 	name, token, err := a.parseNameToken(c, args)
 	if err != nil {
 		return err
 	}
 	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
-		l, err := cl.RenewOne(ctx, name, token)
+		res, err := cl.Renew(ctx, client.Ref{Name: name, Token: token, TTL: ttl.d})
+		if err != nil {
+			return err
+		}
+		l, err := res[0].Lease, res[0].Err
 		if err != nil {
 			return err
 		}

@@ -125,7 +125,7 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"run", "jobs/x", "echo"}, "missing -- CMD [ARGS...]"},
 		{[]string{"run", "jobs/x", "--"}, "missing CMD after --"},
 		{[]string{"run", "--", "echo"}, "missing NAME"},
-		{[]string{"run", "jobs/x", "--ttl", "0s", "--", "echo"}, "--ttl must be positive"},
+		{[]string{"run", "jobs/x", "--ttl", "0s", "--", "echo"}, `invalid value "0s" for flag --ttl: must be a duration`},
 		{[]string{"run", "jobs/x", "--ttl", "3s", "--kill-after", "2s", "--", "echo"},
 			"--kill-after 2s does not fit --ttl 3s: it must be positive and at most 1.17s"},
 		{[]string{"run", "jobs/x", "--kill-after", "-1s", "--", "echo"}, "--kill-after -1s does not fit"},

@@ -378,9 +378,13 @@ func (x *AcquireResponse) GetLease() *Lease {
 
 // LeaseRef names one grant: a lease name and the token it was granted with.
 type LeaseRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Token uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// In a RenewRequest: a new TTL for the grant, within the server's bounds
+	// (like an acquire's); the grant keeps it for later renewals. Unset
+	// renews by the grant's TTL.
+	Ttl           *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -427,6 +431,13 @@ func (x *LeaseRef) GetToken() uint64 {
 		return x.Token
 	}
 	return 0
+}
+
+func (x *LeaseRef) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
 }
 
 type RenewRequest struct {
@@ -1941,10 +1952,11 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x04wait\x18\x04 \x01(\bR\x04wait\x12<\n" +
 	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"9\n" +
 	"\x0fAcquireResponse\x12&\n" +
-	"\x05lease\x18\x01 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\"4\n" +
+	"\x05lease\x18\x01 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\"a\n" +
 	"\bLeaseRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\";\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12+\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\";\n" +
 	"\fRenewRequest\x12+\n" +
 	"\x06leases\x18\x01 \x03(\v2\x13.tenure.v1.LeaseRefR\x06leases\"\x91\x01\n" +
 	"\vRenewResult\x12\x12\n" +
@@ -2125,49 +2137,50 @@ var file_tenure_v1_tenure_proto_depIdxs = []int32{
 	33, // 3: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
 	33, // 4: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
 	1,  // 5: tenure.v1.AcquireResponse.lease:type_name -> tenure.v1.Lease
-	5,  // 6: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
-	1,  // 7: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
-	7,  // 8: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
-	1,  // 9: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
-	1,  // 10: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
-	0,  // 11: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
-	1,  // 12: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
-	16, // 13: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
-	24, // 14: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
-	33, // 15: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
-	33, // 16: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
-	24, // 17: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
-	3,  // 18: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
-	6,  // 19: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
-	9,  // 20: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
-	11, // 21: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
-	13, // 22: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
-	15, // 23: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
-	18, // 24: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
-	20, // 25: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
-	22, // 26: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
-	25, // 27: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
-	27, // 28: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
-	29, // 29: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
-	31, // 30: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
-	4,  // 31: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
-	8,  // 32: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
-	10, // 33: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
-	12, // 34: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
-	14, // 35: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
-	17, // 36: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
-	19, // 37: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
-	21, // 38: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
-	23, // 39: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
-	26, // 40: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
-	28, // 41: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
-	30, // 42: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
-	32, // 43: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
-	31, // [31:44] is the sub-list for method output_type
-	18, // [18:31] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	33, // 6: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
+	5,  // 7: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
+	1,  // 8: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
+	7,  // 9: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
+	1,  // 10: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
+	1,  // 11: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
+	0,  // 12: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
+	1,  // 13: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
+	16, // 14: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
+	24, // 15: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
+	33, // 16: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
+	33, // 17: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
+	24, // 18: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
+	3,  // 19: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
+	6,  // 20: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
+	9,  // 21: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
+	11, // 22: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
+	13, // 23: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
+	15, // 24: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
+	18, // 25: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
+	20, // 26: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
+	22, // 27: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
+	25, // 28: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
+	27, // 29: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
+	29, // 30: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
+	31, // 31: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
+	4,  // 32: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
+	8,  // 33: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
+	10, // 34: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
+	12, // 35: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
+	14, // 36: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
+	17, // 37: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
+	19, // 38: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
+	21, // 39: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
+	23, // 40: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
+	26, // 41: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
+	28, // 42: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
+	30, // 43: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
+	32, // 44: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
+	32, // [32:45] is the sub-list for method output_type
+	19, // [19:32] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_tenure_proto_init() }
