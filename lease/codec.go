@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -30,6 +31,9 @@ const (
 	// order; set when any ref has a TTL. Added with renewals that change
 	// the TTL; entries written before it never have it.
 	fRefTTLs
+	// fLimit: after the ref TTLs, the semaphore limit (uvarint). Added
+	// with semaphores.
+	fLimit
 )
 
 // AppendBatch appends the binary encoding of b to buf.
@@ -71,6 +75,7 @@ func appendOp(buf []byte, op Op) []byte {
 	for _, r := range op.Refs {
 		set(r.TTL != 0, fRefTTLs)
 	}
+	set(op.Limit != 0, fLimit)
 	buf = append(buf, byte(op.Type))
 	buf = binary.AppendUvarint(buf, flags)
 	if flags&fName != 0 {
@@ -108,6 +113,9 @@ func appendOp(buf []byte, op Op) []byte {
 		for _, r := range op.Refs {
 			buf = binary.AppendVarint(buf, int64(r.TTL))
 		}
+	}
+	if flags&fLimit != 0 {
+		buf = binary.AppendUvarint(buf, uint64(op.Limit))
 	}
 	return buf
 }
@@ -213,7 +221,7 @@ func (d *decoder) op() Op {
 		return Op{}
 	}
 	flags := d.uvarint("flags")
-	if flags >= fRefTTLs<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
+	if flags >= fLimit<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
 		d.fail("flags")
 	}
 	if flags&fName != 0 {
@@ -252,6 +260,13 @@ func (d *decoder) op() Op {
 		for i := range op.Refs {
 			op.Refs[i].TTL = time.Duration(d.varint("ref ttl"))
 		}
+	}
+	if flags&fLimit != 0 {
+		limit := d.uvarint("limit")
+		if limit > math.MaxInt32 {
+			d.fail("limit")
+		}
+		op.Limit = int(limit)
 	}
 	return op
 }

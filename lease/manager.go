@@ -82,6 +82,15 @@ func (m *Manager) Acquire(name, holder string, ttl time.Duration) (Lease, error)
 	return r.Lease, r.Err
 }
 
+// AcquireSlot acquires one of the limit slots of the semaphore name for
+// holder, or renews holder's slot. It fails with a *HeldError if every
+// slot is held by others, and with ErrInvalid if name is held with
+// another limit.
+func (m *Manager) AcquireSlot(name, holder string, limit int, ttl time.Duration) (Lease, error) {
+	r := m.do1(Op{Type: OpAcquire, Name: name, Holder: holder, TTL: ttl, Limit: limit})
+	return r.Lease, r.Err
+}
+
 // Renew extends the grant name/token by its TTL.
 func (m *Manager) Renew(name string, token uint64) (Lease, error) {
 	r := m.do1(Op{Type: OpRenew, Refs: []Ref{{Name: name, Token: token}}})

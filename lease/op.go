@@ -12,7 +12,7 @@ type OpType uint8
 // The operations. The numeric values are part of the log format: never
 // renumber them.
 const (
-	OpAcquire    OpType = 1  // Name, Holder, TTL, Wait, WaitTimeout
+	OpAcquire    OpType = 1  // Name, Holder, TTL, Wait, WaitTimeout, Limit
 	OpRenew      OpType = 2  // Refs
 	OpRelease    OpType = 3  // Name, Token
 	OpExpire     OpType = 4  // (uses the batch time)
@@ -59,6 +59,10 @@ type Op struct {
 	Prefix      string
 	Key         string
 	Value       []byte
+	// Limit makes an OpAcquire a semaphore acquire: up to Limit holders
+	// of Name at once, each with its own slot and token. 0 and 1 mean a
+	// plain lease (one holder).
+	Limit int
 }
 
 // Batch is the unit of replication: operations stamped with one cluster
@@ -70,7 +74,8 @@ type Batch struct {
 	Ops []Op
 }
 
-// Lease is one grant. Times are cluster times.
+// Lease is one grant: of a plain lease, or one slot of a semaphore.
+// Times are cluster times.
 type Lease struct {
 	Name      string
 	Holder    string
@@ -78,6 +83,9 @@ type Lease struct {
 	TTL       time.Duration
 	GrantedAt time.Duration
 	ExpiresAt time.Duration
+	// Limit is the semaphore limit of Name (at most Limit slots held at
+	// once), or 0 for a plain lease.
+	Limit int `json:",omitempty"`
 }
 
 // Remaining returns how long the lease has left at cluster time now.
@@ -116,6 +124,9 @@ type Limits struct {
 	MaxWait time.Duration
 	// MaxRenew is the most leases one Renew may carry. Default 10000.
 	MaxRenew int
+	// MaxLimit is the largest semaphore limit (holders of one name at
+	// once). Default 1000.
+	MaxLimit int
 }
 
 // DefaultLimits returns the default limits.
@@ -128,6 +139,7 @@ func DefaultLimits() Limits {
 		MaxTTL:       24 * time.Hour,
 		MaxWait:      5 * time.Minute,
 		MaxRenew:     10000,
+		MaxLimit:     1000,
 	}
 }
 
@@ -190,6 +202,9 @@ func (l Limits) Validate(op Op) error {
 		}
 		if op.WaitTimeout > 0 && !op.Wait {
 			return invalidf("wait_timeout is set but wait is not")
+		}
+		if op.Limit < 0 || op.Limit > max(l.MaxLimit, 1) {
+			return invalidf("limit %d is out of range: 1 to %d holders", op.Limit, max(l.MaxLimit, 1))
 		}
 	case OpRenew:
 		if len(op.Refs) == 0 {

@@ -961,7 +961,10 @@ func TestReadSnapshotRejects(t *testing.T) {
 		{"empty", ""},
 		{"not JSON", "nope"},
 		{"truncated", good[:len(good)/2]},
-		{"future version", strings.Replace(good, `"version":1`, `"version":2`, 1)},
+		{"future version", strings.Replace(good, `"version":1`, `"version":3`, 1)},
+		{"limit in version 1", strings.Replace(good, `"ExpiresAt":10000000000}`, `"ExpiresAt":10000000000,"Limit":2}`, 1)},
+		{"limit 1 in version 2", strings.Replace(strings.Replace(good, `"version":1`, `"version":2`, 1), `"ExpiresAt":10000000000}`, `"ExpiresAt":10000000000,"Limit":1}`, 1)},
+		{"two plain grants of a name", strings.Replace(good, `}],"queues"`, `},{"Name":"a","Holder":"g","Token":1,"TTL":1,"GrantedAt":0,"ExpiresAt":1}],"queues"`, 1)},
 		{"no version", strings.Replace(good, `"version":1,`, ``, 1)},
 		{"token above last token", strings.Replace(good, `"last_token":1`, `"last_token":0`, 1)},
 	} {
