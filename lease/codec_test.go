@@ -48,6 +48,7 @@ func codecBatches() []Batch {
 			renew(Ref{Name: "a", Token: 1, TTL: 30 * sec}, Ref{Name: "b", Token: 2}),
 			{Type: OpRenew, Refs: []Ref{{Name: "c", Token: 3, TTL: -1}}, Value: []byte("v")},
 		}},
+		{Ops: []Op{{Type: OpKVList}, {Type: OpKVList, Prefix: "reports/"}}},
 		// Semaphore acquires (fLimit).
 		{Now: 5, Ops: []Op{
 			{Type: OpAcquire, Name: "jobs", Holder: "h", TTL: sec, Limit: 3},
@@ -179,7 +180,7 @@ func TestDecodeCorrupt(t *testing.T) {
 		{"op count beyond the input", []byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
 		{"op count one too many", []byte{1, 0, 2, byte(OpExpire), 0}},
 		{"op type 0", []byte{1, 0, 1, 0, 0}},
-		{"op type 11", []byte{1, 0, 1, 11, 0}},
+		{"op type 12", []byte{1, 0, 1, 12, 0}},
 		{"unknown flag", []byte{1, 0, 1, byte(OpExpire), 0x80, 0x20}},
 		{"ref TTLs without refs", []byte{1, 0, 1, byte(OpRenew), 0x80, 0x08, 2}},
 		{"limit missing", []byte{1, 0, 1, byte(OpAcquire), 0x80, 0x10}},

@@ -129,6 +129,13 @@ func (m *Manager) Delete(key, lease string, token uint64) (uint64, error) {
 	return r.Revision, r.Err
 }
 
+// KVList returns the values of the keys that start with prefix, sorted
+// by key.
+func (m *Manager) KVList(prefix string) ([]Entry, error) {
+	r := m.do1(Op{Type: OpKVList, Prefix: prefix})
+	return r.Entries, r.Err
+}
+
 // KVGet returns the value of key.
 func (m *Manager) KVGet(key string) (Entry, error) {
 	r := m.do1(Op{Type: OpKVGet, Key: key})

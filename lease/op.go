@@ -22,12 +22,14 @@ const (
 	OpKVGet      OpType = 8  // Key
 	OpDelete     OpType = 9  // Key, Name (lease), Token
 	OpCancelWait OpType = 10 // Name, Holder
+	OpKVList     OpType = 11 // Prefix
 )
 
 var opNames = map[OpType]string{
 	OpAcquire: "acquire", OpRenew: "renew", OpRelease: "release",
 	OpExpire: "expire", OpGet: "get", OpList: "list", OpPut: "put",
 	OpKVGet: "kv_get", OpDelete: "delete", OpCancelWait: "cancel_wait",
+	OpKVList: "kv_list",
 }
 
 func (t OpType) String() string {
@@ -233,7 +235,7 @@ func (l Limits) Validate(op Op) error {
 		return checkToken(op.Token)
 	case OpGet:
 		return checkText("name", op.Name, l.MaxNameLen)
-	case OpList:
+	case OpList, OpKVList:
 		if len(op.Prefix) > l.MaxNameLen {
 			return invalidf("prefix is %d bytes, more than the limit of %d", len(op.Prefix), l.MaxNameLen)
 		}

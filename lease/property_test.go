@@ -287,6 +287,14 @@ func (m *model) op(op Op) Result {
 	case OpCancelWait:
 		m.removeWaiter(op.Name, op.Holder)
 		return Result{}
+	case OpKVList:
+		var out []Entry
+		for _, key := range sortedKeys(m.kv) {
+			if k := m.kv[key]; strings.HasPrefix(key, op.Prefix) && k.entry != nil {
+				out = append(out, *k.entry)
+			}
+		}
+		return Result{Entries: out}
 	}
 	return Result{Err: ErrInvalid}
 }
@@ -322,6 +330,7 @@ type normResult struct {
 	Renewed  []normRenew
 	Leases   []Lease
 	Entry    string
+	Entries  []string
 	Revision uint64
 	Now      time.Duration
 }
@@ -330,6 +339,9 @@ func normalize(r Result) normResult {
 	n := normResult{Err: errKind(r.Err), Lease: r.Lease, Queued: r.Queued, Leases: r.Leases, Revision: r.Revision, Now: r.Now}
 	for _, rr := range r.Renewed {
 		n.Renewed = append(n.Renewed, normRenew{Ref: rr.Ref, Lease: rr.Lease, Err: errKind(rr.Err)})
+	}
+	for _, e := range r.Entries {
+		n.Entries = append(n.Entries, fmt.Sprintf("%s=%q lease=%s token=%d rev=%d", e.Key, e.Value, e.Lease, e.Token, e.Revision))
 	}
 	if r.Entry.Key != "" {
 		n.Entry = fmt.Sprintf("%s=%q lease=%s token=%d rev=%d", r.Entry.Key, r.Entry.Value, r.Entry.Lease, r.Entry.Token, r.Entry.Revision)
@@ -504,8 +516,11 @@ func drawOp(t *rapid.T, s *State) Op {
 		return Op{Type: OpPut, Key: key, Name: name, Token: token("token", name),
 			Value: rapid.SliceOfN(rapid.Byte(), 0, 4).Draw(t, "value")}
 	case 11:
-		if rapid.Bool().Draw(t, "kv get") {
+		switch rapid.IntRange(0, 2).Draw(t, "kv read") {
+		case 0:
 			return Op{Type: OpKVGet, Key: key}
+		case 1:
+			return Op{Type: OpKVList, Prefix: rapid.SampledFrom([]string{"", "k", "k1", "x"}).Draw(t, "kv prefix")}
 		}
 		return del(key, name, token("token", name))
 	default:

@@ -64,6 +64,9 @@ type Result struct {
 	Leases []Lease
 	// Entry is the value for OpKVGet.
 	Entry Entry
+	// Entries are the values of the keys with the prefix of an OpKVList,
+	// sorted by key (deleted keys are left out).
+	Entries []Entry
 	// Revision is the store revision after OpPut and OpDelete.
 	Revision uint64
 	// Now is the cluster time the op was applied at.
@@ -258,6 +261,16 @@ func (a *applier) apply(op Op) Result {
 	case OpCancelWait:
 		a.removeWaiter(op.Name, op.Holder)
 		return Result{}
+	case OpKVList:
+		var out []Entry
+		for _, key := range sortedKeys(a.s.kv) {
+			if f := a.s.kv[key]; strings.HasPrefix(key, op.Prefix) && f.Entry != nil {
+				e := *f.Entry
+				e.Value = append([]byte(nil), e.Value...)
+				out = append(out, e)
+			}
+		}
+		return Result{Entries: out}
 	}
 	return Result{Err: invalidf("unknown operation %d", op.Type)}
 }

@@ -866,7 +866,7 @@ func TestValidate(t *testing.T) {
 		{"cancel wait without a name", Op{Type: OpCancelWait, Holder: "h"}, "name"},
 		{"expire", Op{Type: OpExpire}, ""},
 		{"unknown type", Op{Type: 0}, "unknown"},
-		{"unknown type 11", Op{Type: 11, Name: "a"}, "unknown"},
+		{"unknown type 12", Op{Type: 12, Name: "a"}, "unknown"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := lim.Validate(tc.op)
@@ -1249,5 +1249,29 @@ func TestRenewWithTTL(t *testing.T) {
 	}
 	if err := lim.Validate(renew(Ref{Name: "a", Token: 1, TTL: 2 * sec})); err != nil {
 		t.Errorf("Validate(renew with ttl 2s) = %v", err)
+	}
+}
+
+func TestKVList(t *testing.T) {
+	s := New()
+	a := mustGrant(t, s, 0, "a", "h1", 10*sec)
+	apply(t, s, sec,
+		put("reports/b", "2", "a", a.Token), put("reports/a", "1", "a", a.Token),
+		put("other", "x", "a", a.Token), put("reports/c", "3", "a", a.Token),
+		del("reports/c", "a", a.Token))
+	r, _ := apply1(t, s, sec, Op{Type: OpKVList, Prefix: "reports/"})
+	if r.Err != nil || len(r.Entries) != 2 || r.Entries[0].Key != "reports/a" || string(r.Entries[1].Value) != "2" || r.Entries[1].Revision != 1 {
+		t.Fatalf("kv list reports/ = %+v, %v; want reports/a and reports/b", r.Entries, r.Err)
+	}
+	r, _ = apply1(t, s, sec, Op{Type: OpKVList})
+	if len(r.Entries) != 3 {
+		t.Fatalf("kv list = %+v, want 3 keys", r.Entries)
+	}
+	r.Entries[0].Value[0] = 'X' // results are copies
+	if r, _ := apply1(t, s, sec, Op{Type: OpKVGet, Key: "other"}); string(r.Entry.Value) != "x" {
+		t.Fatalf("the list shares memory with the store: %q", r.Entry.Value)
+	}
+	if err := DefaultLimits().Validate(Op{Type: OpKVList, Prefix: strings.Repeat("p", 257)}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Validate(long prefix) = %v", err)
 	}
 }
