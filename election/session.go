@@ -99,14 +99,24 @@ func (s *Session) Config() Config { return s.cfg }
 // the local deadline on that renewal's send time, so however long it
 // waited, the lease it returns has close to its full TTL ahead of it.
 func (s *Session) Acquire(ctx context.Context, name string) (*Lease, error) {
-	return s.acquire(ctx, name, true)
+	return s.acquire(ctx, name, true, 0)
+}
+
+// AcquireSlot is Acquire for one slot of the semaphore name: up to limit
+// holders at once, each slot with its own token, which fences writes
+// while that slot is held. Every holder of name must use the same limit
+// while any slot is held (another limit fails with client.ErrInvalid).
+// The Lease is one slot; it renews, steps down and releases like any
+// other.
+func (s *Session) AcquireSlot(ctx context.Context, name string, limit int) (*Lease, error) {
+	return s.acquire(ctx, name, true, limit)
 }
 
 // TryAcquire asks for the lease name once. If another holder has it, the
 // error matches client.ErrLeaseHeld and is a *client.HeldError naming the
 // holder, its token and remaining time.
 func (s *Session) TryAcquire(ctx context.Context, name string) (*Lease, error) {
-	return s.acquire(ctx, name, false)
+	return s.acquire(ctx, name, false, 0)
 }
 
 // Campaign blocks until this session's holder leads name, that is, holds
@@ -115,10 +125,10 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 // holder) and its fenced writes. It is Acquire, named for elections;
 // Resign gives the leadership up.
 func (s *Session) Campaign(ctx context.Context, name string) (*Lease, error) {
-	return s.acquire(ctx, name, true)
+	return s.acquire(ctx, name, true, 0)
 }
 
-func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lease, error) {
+func (s *Session) acquire(ctx context.Context, name string, wait bool, limit int) (*Lease, error) {
 	if err := s.reserve(name); err != nil {
 		return nil, err
 	}
@@ -131,6 +141,9 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lease, 
 	var opts []client.AcquireOption
 	if wait {
 		opts = append(opts, client.Wait(acquireWait))
+	}
+	if limit > 1 {
+		opts = append(opts, client.Limit(limit))
 	}
 	if old := s.lostToken(name); old > 0 {
 		// The last term was lost here, before the server's expiry: the
