@@ -119,6 +119,13 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	return s.acquire(ctx, name, false, 0)
 }
 
+// TryAcquireSlot is TryAcquire for one slot of the semaphore name (see
+// AcquireSlot). If every slot is held, the *client.HeldError has Limit
+// set and names the slot that expires first.
+func (s *Session) TryAcquireSlot(ctx context.Context, name string, limit int) (*Lease, error) {
+	return s.acquire(ctx, name, false, limit)
+}
+
 // Campaign blocks until this session's holder leads name, that is, holds
 // the lease name, and returns the leadership: its token, its context
 // (which ends before the server could hand the leadership to another

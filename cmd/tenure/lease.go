@@ -68,11 +68,17 @@ func (f *ttlFlag) Set(s string) error {
 	return nil
 }
 
-// grantFlags are the --holder and --ttl of acquire and run.
+// grantFlags are the --holder, --ttl and --limit of acquire and run.
 type grantFlags struct {
 	holder string
 	ttl    time.Duration
 	ttlf   ttlFlag
+	limit  int
+}
+
+// registerLimit adds --limit.
+func (f *grantFlags) registerLimit(c *command) {
+	c.fs.IntVar(&f.limit, "limit", 1, "semaphore: up to `N` holders of the name at once, each slot with its own token")
 }
 
 func (f *grantFlags) register(c *command) {
@@ -84,6 +90,9 @@ func (f *grantFlags) register(c *command) {
 // check fills in the default holder.
 func (f *grantFlags) check(c *command) error {
 	f.ttl = f.ttlf.d
+	if f.limit < 1 {
+		return &usageError{msg: fmt.Sprintf("--limit must be at least 1, got %d", f.limit), usage: c.usage}
+	}
 	if f.holder == "" {
 		f.holder = defaultHolder()
 	}
@@ -91,13 +100,16 @@ func (f *grantFlags) check(c *command) error {
 }
 
 func (a *app) acquire(ctx context.Context, args []string) error {
-	c := a.newCommand("acquire", "acquire NAME [--holder H] [--ttl 10s] [--wait [--timeout 30s]]",
+	c := a.newCommand("acquire", "acquire NAME [--holder H] [--ttl 10s] [--limit N] [--wait [--timeout 30s]]",
 		"Acquires the lease NAME for a holder and prints the grant with its fencing token.\n"+
 			"Acquiring again as the same holder renews it (same token). With --wait the\n"+
 			"request queues on the server until the lease is free or --timeout passes.\n"+
+			"With --limit N, NAME is a semaphore: up to N holders at once, each slot with\n"+
+			"its own token; every holder must use the same N while any slot is held.\n"+
 			"The default holder is the host name and the process ID, e.g. web-1-4242.")
 	var g grantFlags
 	g.register(c)
+	g.registerLimit(c)
 	wait := c.fs.Bool("wait", false, "wait until the lease is granted")
 	timeout := c.fs.Duration("timeout", 30*time.Second, "with --wait: how long to wait")
 	pos, err := a.parse(c, args, []string{"NAME"}, 1)
@@ -125,8 +137,14 @@ func (a *app) acquire(ctx context.Context, args []string) error {
 		opts = append(opts, client.Wait(*timeout))
 		extra = *timeout
 	}
+	if g.limit > 1 {
+		opts = append(opts, client.Limit(g.limit))
+	}
 	return a.call(ctx, extra, func(ctx context.Context, cl *client.Client) error {
 		l, err := cl.Acquire(ctx, pos[0], g.holder, g.ttl, opts...)
+		if he, ok := errors.AsType[*client.HeldError](err); ok && *wait {
+			return &waitedError{waited: *timeout, held: he}
+		}
 		if err != nil {
 			return err
 		}
@@ -168,6 +186,9 @@ func (a *app) release(ctx context.Context, args []string) error {
 	}
 	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 		if err := cl.Release(ctx, name, token); err != nil {
+			if errors.Is(err, client.ErrStaleToken) {
+				return &releasedError{name: name, token: token, err: err}
+			}
 			return err
 		}
 		a.out().print(struct {
@@ -181,20 +202,24 @@ func (a *app) release(ctx context.Context, args []string) error {
 
 func (a *app) get(ctx context.Context, args []string) error {
 	c := a.newCommand("get", "get NAME",
-		"Prints the live grant of NAME. A lease that is not held is not found (exit 1).")
+		"Prints the live grant of NAME: one line, or one per held slot of a semaphore.\n"+
+			"A lease that is not held is not found (exit 6).")
 	pos, err := a.parse(c, args, []string{"NAME"}, 1)
 	if err != nil {
 		return err
 	}
 	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
-		l, err := cl.Get(ctx, pos[0])
+		ls, err := cl.Slots(ctx, pos[0])
 		if errors.Is(err, client.ErrNotFound) {
 			return &notFoundError{what: fmt.Sprintf("lease %q", pos[0]), err: err}
 		}
 		if err != nil {
 			return err
 		}
-		a.out().lease(l)
+		out := a.out()
+		for _, l := range ls {
+			out.lease(l)
+		}
 		return nil
 	})
 }

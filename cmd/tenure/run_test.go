@@ -152,7 +152,7 @@ func TestRunWaitsForAHeldLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	res := runCLI(ctx, map[string]string{"TENURE_ENDPOINTS": c.addr}, "run", "jobs/held", "--", "echo", "never")
-	want := "tenure: jobs/held is held by b (token 3, 4.2s remaining); waiting for it\ntenure: interrupted while waiting for jobs/held\n"
+	want := "tenure: jobs/held: held by b (token 3, 4.2s remaining); waiting for it\ntenure: interrupted while waiting for jobs/held\n"
 	if res.code != exitFailure || res.stderr != want || res.stdout != "" {
 		t.Errorf("got code %d, stdout %q, stderr %q; want 1 and %q", res.code, res.stdout, res.stderr, want)
 	}
