@@ -508,3 +508,38 @@ func TestKVValueOutput(t *testing.T) {
 		t.Errorf("--print-value-only with -o json: code %d, want 2", res.code)
 	}
 }
+
+func TestJSONErrorUnreachable(t *testing.T) {
+	res := runCLI(t.Context(), nil, "get", "jobs/x", "-o", "json", "--endpoints", fakeserver.DeadAddr(t), "--request-timeout", "100ms")
+	var got map[string]any
+	if err := json.Unmarshal([]byte(res.stderr), &got); err != nil || got["code"] != "unavailable" || got["exit_code"] != 1.0 {
+		t.Errorf("unreachable with -o json: code %d, stderr %q", res.code, res.stderr)
+	}
+}
+
+// TestExitCodeTables: the exit-code tables of the README and docs/cli.md
+// list exactly the CLI's exit codes.
+func TestExitCodeTables(t *testing.T) {
+	want := slices.Sorted(slices.Values(exitCodes))
+	for _, file := range []string{"../../README.md", "../../docs/cli.md"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := string(data)[strings.Index(string(data), "| exit code | meaning |"):]
+		var got []int
+		for _, line := range strings.Split(table, "\n")[2:] {
+			if !strings.HasPrefix(line, "| ") {
+				break
+			}
+			var code int
+			if _, err := fmt.Sscanf(line, "| %d |", &code); err != nil {
+				t.Fatalf("%s: row %q: %v", file, line, err)
+			}
+			got = append(got, code)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s lists the exit codes %v, the CLI has %v", file, got, want)
+		}
+	}
+}

@@ -21,9 +21,15 @@ const (
 	exitUsage    = 2 // bad usage or invalid argument
 	exitHeld     = 3 // held by another holder, or acquire --wait timed out
 	exitFenced   = 4 // stale token, not the holder, lease expired
+	exitDenied   = 5 // not authenticated or not permitted (reserved: no authentication yet)
 	exitNotFound = 6 // no such lease (get) or key (kv get, kv delete)
 	exitReleased = 7 // release: no live grant has the token (released already, expired or replaced)
 )
+
+// exitCodes are every exit code of the CLI besides a command's own (run),
+// for the test that keeps the tables in the README and docs/cli.md
+// complete.
+var exitCodes = []int{exitOK, exitFailure, exitUsage, exitHeld, exitFenced, exitDenied, exitNotFound, exitReleased}
 
 // exitCode maps the error of a command to the exit code.
 func exitCode(err error) int {
@@ -157,6 +163,8 @@ func errorCode(err error) string {
 	switch {
 	case isUsage(err):
 		return connect.CodeInvalidArgument.String()
+	case errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrIndeterminate):
+		return connect.CodeUnavailable.String()
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.CodeDeadlineExceeded.String()
 	case errors.Is(err, client.ErrLeaseHeld), errors.Is(err, client.ErrStaleToken):
@@ -168,9 +176,6 @@ func errorCode(err error) string {
 	}
 	if ce, ok := errors.AsType[*connect.Error](err); ok {
 		return ce.Code().String()
-	}
-	if errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrIndeterminate) {
-		return connect.CodeUnavailable.String()
 	}
 	return connect.CodeUnknown.String()
 }
