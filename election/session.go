@@ -306,8 +306,18 @@ func (s *Session) reserve(name string) error {
 	switch {
 	case s.closed:
 		return ErrClosed
-	case s.pending[name] || s.leases[name] != nil:
+	case s.pending[name]:
 		return fmt.Errorf("%w: %q", ErrDuplicate, name)
+	case s.leases[name] != nil:
+		// A lease that has ended is forgotten by whoever ended it, just
+		// after its context ended; a caller that saw the context end
+		// (Run, campaigning again after a loss) may get here first.
+		l := s.leases[name]
+		st := l.State()
+		if !st.ended() {
+			return fmt.Errorf("%w: %q", ErrDuplicate, name)
+		}
+		s.forgetLocked(l, st == Lost)
 	}
 	s.pending[name] = true
 	return nil
@@ -324,6 +334,15 @@ func (s *Session) forget(l *Lease) {
 	lost := l.State() == Lost
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forgetLocked(l, lost)
+}
+
+// forgetLocked is forget with s.mu held; it does its work once per lease.
+func (s *Session) forgetLocked(l *Lease, lost bool) {
+	if l.forgotten {
+		return
+	}
+	l.forgotten = true
 	if s.leases[l.name] == l {
 		delete(s.leases, l.name)
 	}
