@@ -356,10 +356,14 @@ type history struct {
 	live      map[string][]Lease         // the live grants of each name, per the events
 	ended     map[string][]time.Duration // when grants of a name ended, for overlap checks
 	fences    map[string]uint64          // highest token each key accepted
+	granted   map[uint64]string          // the name each token was granted for
+	endedNow  map[uint64]bool            // tokens whose grant ended in the last batch
+	endedOld  map[uint64]bool            // tokens whose grant ended in an earlier batch
 }
 
 func newHistory() *history {
-	return &history{live: map[string][]Lease{}, ended: map[string][]time.Duration{}, fences: map[string]uint64{}}
+	return &history{live: map[string][]Lease{}, ended: map[string][]time.Duration{}, fences: map[string]uint64{},
+		granted: map[uint64]string{}, endedNow: map[uint64]bool{}, endedOld: map[uint64]bool{}}
 }
 
 // liveCount returns the number of live grants of all names.
@@ -372,6 +376,10 @@ func (h *history) liveCount() int {
 }
 
 func (h *history) check(ev []Event, now time.Duration) error {
+	for tok := range h.endedNow {
+		h.endedOld[tok] = true
+	}
+	clear(h.endedNow)
 	for _, e := range ev {
 		if e.At != now {
 			return fmt.Errorf("event %+v stamped at %s, batch applied at %s", e, e.At, now)
@@ -404,6 +412,7 @@ func (h *history) check(ev []Event, now time.Duration) error {
 				return fmt.Errorf("grant %+v at %s has the wrong times", e.Lease, e.At)
 			}
 			h.live[name] = append(live, e.Lease)
+			h.granted[e.Lease.Token] = name
 		case EventReleased, EventExpired:
 			live := h.live[name]
 			i := slices.IndexFunc(live, func(l Lease) bool { return l.Token == e.Lease.Token })
@@ -426,6 +435,7 @@ func (h *history) check(ev []Event, now time.Duration) error {
 				return fmt.Errorf("released %+v at %s, after its expiry", e.Lease, e.At)
 			}
 			h.ended[name] = append(h.ended[name], end)
+			h.endedNow[e.Lease.Token] = true
 		default:
 			return fmt.Errorf("unknown event %+v", e)
 		}
@@ -459,6 +469,15 @@ func (h *history) checkResults(ops []Op, res []Result) error {
 			}
 			if op.Token > h.lastToken {
 				return fmt.Errorf("%s accepted the never-granted token %d", op.Type, op.Token)
+			}
+			// A token fences only for its own name, and only while its
+			// grant (its slot of a semaphore) is held: never once an
+			// earlier batch released or expired it.
+			if h.granted[op.Token] != op.Name {
+				return fmt.Errorf("%s accepted token %d for %s, but it was granted for %q", op.Type, op.Token, op.Name, h.granted[op.Token])
+			}
+			if h.endedOld[op.Token] {
+				return fmt.Errorf("%s accepted token %d of %s after its grant ended", op.Type, op.Token, op.Name)
 			}
 			h.fences[op.Key] = op.Token
 		}
@@ -709,14 +728,23 @@ func TestCheckersCanFail(t *testing.T) {
 	if res[0].Err != nil || res[1].Err == nil {
 		t.Fatalf("setup: %v, %v", res[0].Err, res[1].Err)
 	}
-	h := newHistory()
-	h.lastToken = 2
-	if err := h.checkResults(ops, res); err != nil {
+	if err := newHistoryAt(2).checkResults(ops, res); err != nil {
 		t.Fatalf("correct results rejected: %v", err)
 	}
 	res[1].Err, res[1].Revision = nil, 2 // pretend the fence failed
 	if err := newHistoryAt(2).checkResults(ops, res); err == nil {
 		t.Fatal("the fence invariant accepted a write below the key's fence")
+	}
+	// A write accepted with another name's token, or with a token whose
+	// grant (slot) ended in an earlier batch.
+	other := []Op{put("k2", "v", "a", 2)}
+	if err := newHistoryAt(2).checkResults(other, []Result{{}}); err == nil {
+		t.Fatal("the invariants accepted a write with another lease's token")
+	}
+	h := newHistoryAt(2)
+	h.endedOld[1] = true
+	if err := h.checkResults([]Op{put("k3", "v", "a", 1)}, []Result{{}}); err == nil {
+		t.Fatal("the invariants accepted a write with a released slot's token")
 	}
 	ref := newModel()
 	ref.apply(Batch{Ops: []Op{acq("a", "h1", 10*sec), acq("b", "h2", 10*sec)}})
@@ -768,8 +796,11 @@ func TestCheckersCanFail(t *testing.T) {
 	}
 }
 
+// newHistoryAt is a history in which a was granted token 1 and b token 2
+// (lastToken 2).
 func newHistoryAt(lastToken uint64) *history {
 	h := newHistory()
 	h.lastToken = lastToken
+	h.granted[1], h.granted[2] = "a", "b"
 	return h
 }
