@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -541,5 +542,29 @@ func TestExitCodeTables(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%s lists the exit codes %v, the CLI has %v", file, got, want)
 		}
+	}
+}
+
+// TestElectLost: when the server says the leadership's grant is gone,
+// elect says so and exits 4.
+func TestElectLost(t *testing.T) {
+	var renewals atomic.Int32
+	c := startCluster(t, func(s *fakeserver.Server) {
+		s.Renew = func(_ context.Context, req *tenurev1.RenewRequest) (*tenurev1.RenewResponse, error) {
+			r := req.GetLeases()[0]
+			res := &tenurev1.RenewResult{Name: r.GetName(), Token: r.GetToken()}
+			if renewals.Add(1) == 1 { // the confirmation of the grant
+				res.Lease = protoLease(r.GetName(), "p1", r.GetToken(), 2*time.Second)
+			} else {
+				err := stale(r.GetName(), r.GetToken())
+				res.Reason, res.Message = lease.Reason(err), err.Error()
+			}
+			return &tenurev1.RenewResponse{Results: []*tenurev1.RenewResult{res}}, nil
+		}
+	})
+	res := runCLI(t.Context(), map[string]string{"TENURE_ENDPOINTS": c.addr}, "elect", "svc/x", "p1", "--ttl", "2s")
+	if want := "leading svc/x as p1, token 3\n"; res.code != exitFenced || res.stdout != want ||
+		!strings.HasPrefix(res.stderr, "tenure: leadership of svc/x lost: ") {
+		t.Errorf("got code %d, stdout %q, stderr %q; want 4, %q and the loss", res.code, res.stdout, res.stderr, want)
 	}
 }
