@@ -401,13 +401,24 @@ func TestCompletionKnowsEveryFlag(t *testing.T) {
 	}
 	for cmd, flags := range commandFlags {
 		switch cmd {
-		case "kv", "completion", "version", "help", "demo":
+		case "kv", "fence", "completion", "version", "help":
 			continue
 		}
 		check([]string{cmd}, flags)
 	}
-	for sub, flags := range kvFlags {
-		check([]string{"kv", sub}, flags)
+	for cmd, subs := range subcommandFlags {
+		for sub, flags := range subs {
+			check([]string{cmd, sub}, flags)
+		}
+	}
+	// Every command of the usage is completed.
+	cmds := topUsage[strings.Index(topUsage, "Commands:"):strings.Index(topUsage, "Global flags")]
+	for _, line := range strings.Split(cmds, "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "[") && line[2] != ' ' {
+			if _, ok := commandFlags[f[0]]; !ok {
+				t.Errorf("the command %q is not completed", f[0])
+			}
+		}
 	}
 }
 
@@ -434,6 +445,8 @@ func TestCompletionScripts(t *testing.T) {
 		{"tenure el", "elect"},
 		{"tenure elect x --li", "--listen"},
 		{"tenure completion f", "fish"},
+		{"tenure fence i", "install"},
+		{"tenure fence install --sch", "--schema"},
 		{"tenure --ver", "--version"},
 	} {
 		words := strings.Fields(tc.line)

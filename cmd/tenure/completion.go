@@ -65,18 +65,24 @@ var commandFlags = map[string][]string{
 	"kv":         nil,
 	"run":        {"--holder", "--ttl", "--limit", "--kill-after", "--verbose"},
 	"elect":      {"--listen", "--ttl"},
-	"demo":       {"--ttl", "--pause", "--scenario", "--real", "--verbose"},
+	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--verbose"},
+	"fence":      nil,
 	"completion": nil,
 	"version":    nil,
 	"help":       nil,
 }
 
-// kvFlags are the kv subcommands and their flags.
-var kvFlags = map[string][]string{
-	"put":    {"--lease", "--token"},
-	"get":    {"--print-value-only"},
-	"list":   {"--keys-only"},
-	"delete": {"--lease", "--token"},
+// subcommandFlags are the subcommands of kv and fence and their flags.
+var subcommandFlags = map[string]map[string][]string{
+	"kv": {
+		"put":    {"--lease", "--token"},
+		"get":    {"--print-value-only"},
+		"list":   {"--keys-only"},
+		"delete": {"--lease", "--token"},
+	},
+	"fence": {
+		"install": {"--postgres", "--schema"},
+	},
 }
 
 func sortedNames(m map[string][]string) string {
@@ -128,18 +134,21 @@ func bashCompletion() string {
 	b.WriteString("  for ((i = 1; i < COMP_CWORD; i++)); do\n")
 	b.WriteString("    w=${COMP_WORDS[i]}\n")
 	b.WriteString("    case $w in -*) continue ;; esac\n")
-	b.WriteString("    if [[ -z $cmd ]]; then cmd=$w; elif [[ $cmd == kv && -z $sub ]]; then sub=$w; fi\n")
+	b.WriteString("    if [[ -z $cmd ]]; then cmd=$w; elif [[ -z $sub ]]; then sub=$w; fi\n")
 	b.WriteString("  done\n")
 	fmt.Fprintf(&b, "  local global=%q flags=''\n", strings.Join(globalFlags, " ")+" --help")
 	b.WriteString("  case $cmd in\n")
 	fmt.Fprintf(&b, "  '') COMPREPLY=($(compgen -W %q -- \"$cur\")); [[ $cur == -* ]] && COMPREPLY=($(compgen -W \"$global --version\" -- \"$cur\")); return ;;\n",
 		sortedNames(commandFlags))
-	b.WriteString("  kv)\n    case $sub in\n")
-	fmt.Fprintf(&b, "    '') COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;\n", sortedNames(kvFlags))
-	for _, sub := range strings.Fields(sortedNames(kvFlags)) {
-		fmt.Fprintf(&b, "    %s) flags=%q ;;\n", sub, strings.Join(kvFlags[sub], " "))
+	for _, cmd := range []string{"fence", "kv"} {
+		subs := subcommandFlags[cmd]
+		fmt.Fprintf(&b, "  %s)\n    case $sub in\n", cmd)
+		fmt.Fprintf(&b, "    '') COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;\n", sortedNames(subs))
+		for _, sub := range strings.Fields(sortedNames(subs)) {
+			fmt.Fprintf(&b, "    %s) flags=%q ;;\n", sub, strings.Join(subs[sub], " "))
+		}
+		b.WriteString("    esac ;;\n")
 	}
-	b.WriteString("    esac ;;\n")
 	b.WriteString("  completion) COMPREPLY=($(compgen -W 'bash zsh fish' -- \"$cur\")); return ;;\n")
 	for _, cmd := range strings.Fields(sortedNames(commandFlags)) {
 		if fl := commandFlags[cmd]; len(fl) > 0 {
@@ -168,11 +177,14 @@ func fishCompletion() string {
 			fmt.Fprintf(&b, "complete -c tenure -n '__fish_seen_subcommand_from %s' -l %s\n", cmd, strings.TrimPrefix(f, "--"))
 		}
 	}
-	subs := sortedNames(kvFlags)
-	fmt.Fprintf(&b, "complete -c tenure -n '__fish_seen_subcommand_from kv; and not __fish_seen_subcommand_from %s' -a '%s'\n", subs, subs)
-	for _, sub := range strings.Fields(subs) {
-		for _, f := range kvFlags[sub] {
-			fmt.Fprintf(&b, "complete -c tenure -n '__fish_seen_subcommand_from kv; and __fish_seen_subcommand_from %s' -l %s\n", sub, strings.TrimPrefix(f, "--"))
+	for _, cmd := range []string{"fence", "kv"} {
+		m := subcommandFlags[cmd]
+		subs := sortedNames(m)
+		fmt.Fprintf(&b, "complete -c tenure -n '__fish_seen_subcommand_from %s; and not __fish_seen_subcommand_from %s' -a '%s'\n", cmd, subs, subs)
+		for _, sub := range strings.Fields(subs) {
+			for _, f := range m[sub] {
+				fmt.Fprintf(&b, "complete -c tenure -n '__fish_seen_subcommand_from %s; and __fish_seen_subcommand_from %s' -l %s\n", cmd, sub, strings.TrimPrefix(f, "--"))
+			}
 		}
 	}
 	b.WriteString("complete -c tenure -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'\n")
