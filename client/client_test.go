@@ -60,6 +60,9 @@ func TestNewValidatesEndpoints(t *testing.T) {
 		{[]string{"https://a:1"}, "TLS is not supported"},
 		{[]string{"nohost"}, "not host:port"},
 		{[]string{""}, "empty endpoint"},
+		{[]string{"127.0.0.1:99999"}, `port "99999" is not a number from 1 to 65535`},
+		{[]string{"127.0.0.1:0"}, `port "0" is not a number`},
+		{[]string{"localhost:http"}, `port "http" is not a number`},
 		{[]string{"http://127.0.0.1:7400", "127.0.0.1:7401/"}, ""},
 	}
 	for _, tt := range tests {
@@ -495,4 +498,23 @@ func impatientClient(t *testing.T, fake *fakeserver.Server) *client.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+func TestRenewWithTTL(t *testing.T) {
+	var got []*tenurev1.LeaseRef
+	fake := &fakeserver.Server{Renew: func(_ context.Context, req *tenurev1.RenewRequest) (*tenurev1.RenewResponse, error) {
+		got = req.GetLeases()
+		res := &tenurev1.RenewResponse{}
+		for _, r := range req.GetLeases() {
+			res.Results = append(res.Results, &tenurev1.RenewResult{Name: r.GetName(), Token: r.GetToken(), Lease: protoLease(r.GetName(), "a", r.GetToken())})
+		}
+		return res, nil
+	}}
+	c := mustClient(t, fakeserver.Start(t, fake))
+	if _, err := c.Renew(t.Context(), client.Ref{Name: "a", Token: 7, TTL: 30 * time.Second}, client.Ref{Name: "b", Token: 8}); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if len(got) != 2 || got[0].GetTtl().AsDuration() != 30*time.Second || got[1].GetTtl() != nil {
+		t.Fatalf("the server got %v, want a ttl of 30s on a only", got)
+	}
 }

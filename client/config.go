@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -102,8 +103,12 @@ func normalizeEndpoint(e string) (string, error) {
 	if addr == "" {
 		return "", fmt.Errorf("client: empty endpoint")
 	}
-	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
 		return "", fmt.Errorf("client: endpoint %q is not host:port", e)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return "", fmt.Errorf("client: endpoint %q: port %q is not a number from 1 to 65535", e, port)
 	}
 	return addr, nil
 }

@@ -20,6 +20,14 @@
 // Lease.Token with every write the lease protects (Put and Delete here, or
 // a guard of package fence for outside storage).
 //
+// # Semaphores
+//
+// The Limit option makes Acquire take one slot of a semaphore: up to N
+// holders of one name at once, each slot with its own token, which fences
+// writes while that slot is held. Slots lists the held slots. The limit
+// is fixed by the first grant while any slot is live; another limit
+// fails with ErrInvalid.
+//
 // # Failover and retries
 //
 // The client tries the endpoint that served it last; when an endpoint

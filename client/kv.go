@@ -54,6 +54,28 @@ func (c *Client) KVGet(ctx context.Context, key string) (KV, error) {
 	}, nil
 }
 
+// KVList returns the values of the keys that start with prefix (every
+// key for the empty prefix), sorted by key. KeysOnly leaves the values
+// out.
+func (c *Client) KVList(ctx context.Context, prefix string, opts KVListOptions) ([]KV, error) {
+	res, _, err := unary(ctx, c, retryAlways, &tenurev1.KVListRequest{Prefix: prefix, KeysOnly: opts.KeysOnly},
+		kvService, tenurev1connect.KVServiceClient.List)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KV, 0, len(res.GetEntries()))
+	for _, e := range res.GetEntries() {
+		out = append(out, KV{Key: e.GetKey(), Value: e.GetValue(), Lease: e.GetLease(), Token: e.GetToken(), Revision: e.GetRevision()})
+	}
+	return out, nil
+}
+
+// KVListOptions change what KVList returns.
+type KVListOptions struct {
+	// KeysOnly leaves the values out: Value is nil.
+	KeysOnly bool
+}
+
 // Delete removes key, fenced like Put, and returns the store revision of
 // the deletion. Like Put it is not retried once possibly delivered.
 func (c *Client) Delete(ctx context.Context, key, leaseName string, token uint64) (uint64, error) {

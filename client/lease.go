@@ -28,6 +28,10 @@ type Lease struct {
 	// Remaining is the time the lease had left when the server applied the
 	// request.
 	Remaining time.Duration
+	// Limit is the limit of a semaphore this grant is one slot of (at most
+	// Limit holders at once, each slot with its own token), or 0 for a
+	// plain lease.
+	Limit int
 	// Sent is when the request that returned the lease was sent, on the
 	// local clock (with its monotonic reading). The lease expires no
 	// earlier than Sent + Remaining measured at the cluster's clock rate;
@@ -44,6 +48,7 @@ func leaseFromProto(p *tenurev1.Lease, sent time.Time) Lease {
 		Token:     l.Token,
 		TTL:       l.TTL,
 		Remaining: p.GetRemaining().AsDuration(),
+		Limit:     l.Limit,
 		Sent:      sent,
 	}
 }
@@ -63,6 +68,8 @@ type AcquireSettings struct {
 	// WaitTimeout is how long to wait; 0 means as long as the server
 	// allows.
 	WaitTimeout time.Duration
+	// Limit is set by the Limit option: acquire one slot of a semaphore.
+	Limit int
 }
 
 // NewAcquireSettings applies opts to the zero settings (try once) and
@@ -86,6 +93,17 @@ func Wait(timeout time.Duration) AcquireOption {
 		o.Wait = true
 		o.WaitTimeout = timeout
 	}
+}
+
+// Limit makes Acquire take one slot of the semaphore name: up to n
+// holders at once, each slot with its own fencing token (which fences
+// writes while that slot is held). Every holder of a name must ask for
+// the same limit while any slot is held (another limit fails with
+// ErrInvalid); n of 0 or 1 is a plain lease. When every slot is held the
+// error is a *HeldError with Limit set, naming the slot that expires
+// first.
+func Limit(n int) AcquireOption {
+	return func(o *AcquireSettings) { o.Limit = n }
 }
 
 // Acquire grants the lease name to holder for ttl, or renews it if holder
@@ -115,6 +133,9 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 			}
 		}()
 		req := &tenurev1.AcquireRequest{Name: name, Holder: holder, Ttl: durationpb.New(ttl), Wait: o.Wait}
+		if o.Limit > 1 {
+			req.Limit = uint32(o.Limit)
+		}
 		timeout := c.cfg.RequestTimeout
 		if o.Wait {
 			if waitUntil.IsZero() {
@@ -171,7 +192,8 @@ type RenewResult struct {
 	Err error
 }
 
-// Renew extends the leases named by refs by their TTLs, in one request
+// Renew extends the leases named by refs by their TTLs (a ref with a TTL
+// sets the grant's TTL to it first, within the server's bounds), in one request
 // (and one raft entry). It returns one result per ref, in order; a lease
 // that could not be renewed has its error in its result, and the returned
 // error is only for the request as a whole (bad input, no cluster).
@@ -179,7 +201,11 @@ type RenewResult struct {
 func (c *Client) Renew(ctx context.Context, refs ...Ref) ([]RenewResult, error) {
 	req := &tenurev1.RenewRequest{}
 	for _, r := range refs {
-		req.Leases = append(req.Leases, &tenurev1.LeaseRef{Name: r.Name, Token: r.Token})
+		pr := &tenurev1.LeaseRef{Name: r.Name, Token: r.Token}
+		if r.TTL != 0 {
+			pr.Ttl = durationpb.New(r.TTL)
+		}
+		req.Leases = append(req.Leases, pr)
 	}
 	res, sent, err := unary(ctx, c, retryAlways, req,
 		leaseService, tenurev1connect.LeaseServiceClient.Renew)
@@ -230,6 +256,26 @@ func (c *Client) Get(ctx context.Context, name string) (Lease, error) {
 		return Lease{}, err
 	}
 	return leaseFromProto(res.GetLease(), sent), nil
+}
+
+// Slots returns every live grant of name, in the order granted: one for a
+// plain lease, one per held slot of a semaphore. A name with no grant is
+// an error matching ErrNotFound.
+func (c *Client) Slots(ctx context.Context, name string) ([]Lease, error) {
+	res, sent, err := unary(ctx, c, retryAlways, &tenurev1.GetRequest{Name: name},
+		leaseService, tenurev1connect.LeaseServiceClient.Get)
+	if err != nil {
+		return nil, err
+	}
+	slots := res.GetSlots()
+	if len(slots) == 0 { // a server from before semaphores
+		slots = []*tenurev1.Lease{res.GetLease()}
+	}
+	out := make([]Lease, 0, len(slots))
+	for _, l := range slots {
+		out = append(out, leaseFromProto(l, sent))
+	}
+	return out, nil
 }
 
 // List returns the live leases whose names start with prefix, sorted by

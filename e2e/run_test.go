@@ -217,5 +217,5 @@ func TestElectionRunFailoverBetweenProcesses(t *testing.T) {
 		t.Errorf("%s did not report stepping down: %s", other, procs[other].stdout)
 	}
 	// It released on the way out.
-	mustCode(t, 1, cli(t, s.api, "get", "svc/leader"), "get after the leader stopped")
+	mustCode(t, 6, cli(t, s.api, "get", "svc/leader"), "get after the leader stopped")
 }

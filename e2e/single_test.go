@@ -54,7 +54,7 @@ func TestSingleNodeLeaseLifecycle(t *testing.T) {
 
 	mustCode(t, 0, cli(t, ep, "kv", "put", "reports/latest", "from-a", "--lease", "jobs/nightly", "--token", fmt.Sprint(a.Token)), "put by a")
 	mustCode(t, 0, cli(t, ep, "release", "jobs/nightly", "--token", fmt.Sprint(a.Token)), "release by a")
-	mustCode(t, 4, cli(t, ep, "release", "jobs/nightly", "--token", fmt.Sprint(a.Token)), "second release by a")
+	mustCode(t, 7, cli(t, ep, "release", "jobs/nightly", "--token", fmt.Sprint(a.Token)), "second release by a")
 
 	b := acquireJSON(t, ep, "jobs/nightly", "--holder", "b", "--ttl", "5s")
 	if b.Token <= a.Token {
@@ -87,7 +87,7 @@ func TestSingleNodeLeaseLifecycle(t *testing.T) {
 	if c.Token <= b.Token {
 		t.Fatalf("c's token %d is not larger than b's %d", c.Token, b.Token)
 	}
-	mustCode(t, 1, cli(t, ep, "get", "jobs/missing"), "get of a missing lease")
+	mustCode(t, 6, cli(t, ep, "get", "jobs/missing"), "get of a missing lease")
 }
 
 func TestJSONOverHTTP(t *testing.T) {

@@ -8,7 +8,9 @@
 // (Acquire waits in the server's FIFO queue, TryAcquire asks once) and
 // renews all of them together in one request every RenewInterval (TTL/3 by
 // default). Each acquired lease is a *Lease: its name, fencing token,
-// state and a context.
+// state and a context. AcquireSlot and TryAcquireSlot take one slot of a
+// semaphore (up to N holders at once, each with its own token), and
+// RunConfig.Limit makes Run hold a slot.
 //
 // The lease's local deadline is
 //

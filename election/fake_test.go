@@ -156,7 +156,7 @@ func (c *fakeClient) Acquire(ctx context.Context, name, holder string, ttl time.
 	}
 	for {
 		freed := c.f.freedCh()
-		res := c.f.do(lease.Op{Type: lease.OpAcquire, Name: name, Holder: holder, TTL: ttl})
+		res := c.f.do(lease.Op{Type: lease.OpAcquire, Name: name, Holder: holder, TTL: ttl, Limit: set.Limit})
 		if res.Err == nil {
 			return toClient(res.Lease, res.Now, sent), nil
 		}

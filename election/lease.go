@@ -66,6 +66,8 @@ type Lease struct {
 	timer    *time.Timer
 	changed  chan struct{}
 	orphaned bool // the session stopped renewing
+
+	forgotten bool // the session no longer renews it; guarded by s.mu
 }
 
 func newLease(s *Session, cl client.Lease, deadline time.Time) *Lease {

@@ -12,6 +12,10 @@ type RunConfig struct {
 	Client Client
 	// Name is the lease to lead. Required.
 	Name string
+	// Limit, above 1, makes Name a semaphore: Run holds one of its Limit
+	// slots (as `tenure run --limit` does), so up to Limit holders run at
+	// once, each with its own token. Default 0: one leader.
+	Limit int
 	// Session configures the session Run leads with: holder, TTL and the
 	// renewal timing.
 	Session Config
@@ -77,7 +81,7 @@ func Run(ctx context.Context, cfg RunConfig, fn func(ctx context.Context, l *Lea
 	}
 
 	for {
-		l, err := s.Campaign(ctx, cfg.Name)
+		l, err := s.acquire(ctx, cfg.Name, true, cfg.Limit)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

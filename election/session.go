@@ -99,14 +99,31 @@ func (s *Session) Config() Config { return s.cfg }
 // the local deadline on that renewal's send time, so however long it
 // waited, the lease it returns has close to its full TTL ahead of it.
 func (s *Session) Acquire(ctx context.Context, name string) (*Lease, error) {
-	return s.acquire(ctx, name, true)
+	return s.acquire(ctx, name, true, 0)
+}
+
+// AcquireSlot is Acquire for one slot of the semaphore name: up to limit
+// holders at once, each slot with its own token, which fences writes
+// while that slot is held. Every holder of name must use the same limit
+// while any slot is held (another limit fails with client.ErrInvalid).
+// The Lease is one slot; it renews, steps down and releases like any
+// other.
+func (s *Session) AcquireSlot(ctx context.Context, name string, limit int) (*Lease, error) {
+	return s.acquire(ctx, name, true, limit)
 }
 
 // TryAcquire asks for the lease name once. If another holder has it, the
 // error matches client.ErrLeaseHeld and is a *client.HeldError naming the
 // holder, its token and remaining time.
 func (s *Session) TryAcquire(ctx context.Context, name string) (*Lease, error) {
-	return s.acquire(ctx, name, false)
+	return s.acquire(ctx, name, false, 0)
+}
+
+// TryAcquireSlot is TryAcquire for one slot of the semaphore name (see
+// AcquireSlot). If every slot is held, the *client.HeldError has Limit
+// set and names the slot that expires first.
+func (s *Session) TryAcquireSlot(ctx context.Context, name string, limit int) (*Lease, error) {
+	return s.acquire(ctx, name, false, limit)
 }
 
 // Campaign blocks until this session's holder leads name, that is, holds
@@ -115,10 +132,10 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 // holder) and its fenced writes. It is Acquire, named for elections;
 // Resign gives the leadership up.
 func (s *Session) Campaign(ctx context.Context, name string) (*Lease, error) {
-	return s.acquire(ctx, name, true)
+	return s.acquire(ctx, name, true, 0)
 }
 
-func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lease, error) {
+func (s *Session) acquire(ctx context.Context, name string, wait bool, limit int) (*Lease, error) {
 	if err := s.reserve(name); err != nil {
 		return nil, err
 	}
@@ -131,6 +148,9 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lease, 
 	var opts []client.AcquireOption
 	if wait {
 		opts = append(opts, client.Wait(acquireWait))
+	}
+	if limit > 1 {
+		opts = append(opts, client.Limit(limit))
 	}
 	if old := s.lostToken(name); old > 0 {
 		// The last term was lost here, before the server's expiry: the
@@ -286,8 +306,18 @@ func (s *Session) reserve(name string) error {
 	switch {
 	case s.closed:
 		return ErrClosed
-	case s.pending[name] || s.leases[name] != nil:
+	case s.pending[name]:
 		return fmt.Errorf("%w: %q", ErrDuplicate, name)
+	case s.leases[name] != nil:
+		// A lease that has ended is forgotten by whoever ended it, just
+		// after its context ended; a caller that saw the context end
+		// (Run, campaigning again after a loss) may get here first.
+		l := s.leases[name]
+		st := l.State()
+		if !st.ended() {
+			return fmt.Errorf("%w: %q", ErrDuplicate, name)
+		}
+		s.forgetLocked(l, st == Lost)
 	}
 	s.pending[name] = true
 	return nil
@@ -304,6 +334,15 @@ func (s *Session) forget(l *Lease) {
 	lost := l.State() == Lost
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forgetLocked(l, lost)
+}
+
+// forgetLocked is forget with s.mu held; it does its work once per lease.
+func (s *Session) forgetLocked(l *Lease, lost bool) {
+	if l.forgotten {
+		return
+	}
+	l.forgotten = true
 	if s.leases[l.name] == l {
 		delete(s.leases, l.name)
 	}

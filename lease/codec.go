@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -26,6 +27,13 @@ const (
 	fPrefix
 	fKey
 	fValue
+	// fRefTTLs: after the value, one TTL (zigzag varint) per ref, in ref
+	// order; set when any ref has a TTL. Added with renewals that change
+	// the TTL; entries written before it never have it.
+	fRefTTLs
+	// fLimit: after the ref TTLs, the semaphore limit (uvarint). Added
+	// with semaphores.
+	fLimit
 )
 
 // AppendBatch appends the binary encoding of b to buf.
@@ -64,6 +72,10 @@ func appendOp(buf []byte, op Op) []byte {
 	set(op.Prefix != "", fPrefix)
 	set(op.Key != "", fKey)
 	set(op.Value != nil, fValue)
+	for _, r := range op.Refs {
+		set(r.TTL != 0, fRefTTLs)
+	}
+	set(op.Limit != 0, fLimit)
 	buf = append(buf, byte(op.Type))
 	buf = binary.AppendUvarint(buf, flags)
 	if flags&fName != 0 {
@@ -96,6 +108,14 @@ func appendOp(buf []byte, op Op) []byte {
 	}
 	if flags&fValue != 0 {
 		buf = appendString(buf, string(op.Value))
+	}
+	if flags&fRefTTLs != 0 {
+		for _, r := range op.Refs {
+			buf = binary.AppendVarint(buf, int64(r.TTL))
+		}
+	}
+	if flags&fLimit != 0 {
+		buf = binary.AppendUvarint(buf, uint64(op.Limit))
 	}
 	return buf
 }
@@ -201,7 +221,7 @@ func (d *decoder) op() Op {
 		return Op{}
 	}
 	flags := d.uvarint("flags")
-	if flags >= fValue<<1 {
+	if flags >= fLimit<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
 		d.fail("flags")
 	}
 	if flags&fName != 0 {
@@ -235,6 +255,18 @@ func (d *decoder) op() Op {
 	}
 	if flags&fValue != 0 {
 		op.Value = append([]byte{}, d.bytes("value")...)
+	}
+	if flags&fRefTTLs != 0 {
+		for i := range op.Refs {
+			op.Refs[i].TTL = time.Duration(d.varint("ref ttl"))
+		}
+	}
+	if flags&fLimit != 0 {
+		limit := d.uvarint("limit")
+		if limit > math.MaxInt32 {
+			d.fail("limit")
+		}
+		op.Limit = int(limit)
 	}
 	return op
 }

@@ -30,15 +30,22 @@ var (
 	ErrInvalid = errors.New("lease: invalid argument")
 )
 
-// HeldError reports that a lease is held by another holder.
+// HeldError reports that a lease is held by another holder. For a
+// semaphore with every slot held, Limit is its limit and Holder, Token
+// and Remaining describe the slot that expires first.
 type HeldError struct {
 	Name      string
 	Holder    string
 	Token     uint64
 	Remaining time.Duration
+	Limit     int
 }
 
 func (e *HeldError) Error() string {
+	if e.Limit > 1 {
+		return fmt.Sprintf("lease: %q has all %d slots held; the first to expire is held by %q (token %d, %s remaining)",
+			e.Name, e.Limit, e.Holder, e.Token, e.Remaining)
+	}
 	return fmt.Sprintf("lease: %q held by %q (token %d, %s remaining)", e.Name, e.Holder, e.Token, e.Remaining)
 }
 

@@ -82,6 +82,15 @@ func (m *Manager) Acquire(name, holder string, ttl time.Duration) (Lease, error)
 	return r.Lease, r.Err
 }
 
+// AcquireSlot acquires one of the limit slots of the semaphore name for
+// holder, or renews holder's slot. It fails with a *HeldError if every
+// slot is held by others, and with ErrInvalid if name is held with
+// another limit.
+func (m *Manager) AcquireSlot(name, holder string, limit int, ttl time.Duration) (Lease, error) {
+	r := m.do1(Op{Type: OpAcquire, Name: name, Holder: holder, TTL: ttl, Limit: limit})
+	return r.Lease, r.Err
+}
+
 // Renew extends the grant name/token by its TTL.
 func (m *Manager) Renew(name string, token uint64) (Lease, error) {
 	r := m.do1(Op{Type: OpRenew, Refs: []Ref{{Name: name, Token: token}}})
@@ -118,6 +127,13 @@ func (m *Manager) Put(key string, value []byte, lease string, token uint64) (uin
 func (m *Manager) Delete(key, lease string, token uint64) (uint64, error) {
 	r := m.do1(Op{Type: OpDelete, Key: key, Name: lease, Token: token})
 	return r.Revision, r.Err
+}
+
+// KVList returns the values of the keys that start with prefix, sorted
+// by key.
+func (m *Manager) KVList(prefix string) ([]Entry, error) {
+	r := m.do1(Op{Type: OpKVList, Prefix: prefix})
+	return r.Entries, r.Err
 }
 
 // KVGet returns the value of key.

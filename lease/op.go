@@ -12,7 +12,7 @@ type OpType uint8
 // The operations. The numeric values are part of the log format: never
 // renumber them.
 const (
-	OpAcquire    OpType = 1  // Name, Holder, TTL, Wait, WaitTimeout
+	OpAcquire    OpType = 1  // Name, Holder, TTL, Wait, WaitTimeout, Limit
 	OpRenew      OpType = 2  // Refs
 	OpRelease    OpType = 3  // Name, Token
 	OpExpire     OpType = 4  // (uses the batch time)
@@ -22,12 +22,14 @@ const (
 	OpKVGet      OpType = 8  // Key
 	OpDelete     OpType = 9  // Key, Name (lease), Token
 	OpCancelWait OpType = 10 // Name, Holder
+	OpKVList     OpType = 11 // Prefix
 )
 
 var opNames = map[OpType]string{
 	OpAcquire: "acquire", OpRenew: "renew", OpRelease: "release",
 	OpExpire: "expire", OpGet: "get", OpList: "list", OpPut: "put",
 	OpKVGet: "kv_get", OpDelete: "delete", OpCancelWait: "cancel_wait",
+	OpKVList: "kv_list",
 }
 
 func (t OpType) String() string {
@@ -37,10 +39,13 @@ func (t OpType) String() string {
 	return "unknown"
 }
 
-// Ref names one grant: a lease name and its token.
+// Ref names one grant: a lease name and its token. In an OpRenew, a
+// non-zero TTL replaces the grant's TTL before the renewal (the new TTL is
+// kept by later renewals); zero keeps the grant's TTL.
 type Ref struct {
 	Name  string
 	Token uint64
+	TTL   time.Duration
 }
 
 // Op is one operation. Only the fields listed next to its type are used.
@@ -56,6 +61,10 @@ type Op struct {
 	Prefix      string
 	Key         string
 	Value       []byte
+	// Limit makes an OpAcquire a semaphore acquire: up to Limit holders
+	// of Name at once, each with its own slot and token. 0 and 1 mean a
+	// plain lease (one holder).
+	Limit int
 }
 
 // Batch is the unit of replication: operations stamped with one cluster
@@ -67,7 +76,8 @@ type Batch struct {
 	Ops []Op
 }
 
-// Lease is one grant. Times are cluster times.
+// Lease is one grant: of a plain lease, or one slot of a semaphore.
+// Times are cluster times.
 type Lease struct {
 	Name      string
 	Holder    string
@@ -75,6 +85,9 @@ type Lease struct {
 	TTL       time.Duration
 	GrantedAt time.Duration
 	ExpiresAt time.Duration
+	// Limit is the semaphore limit of Name (at most Limit slots held at
+	// once), or 0 for a plain lease.
+	Limit int `json:",omitempty"`
 }
 
 // Remaining returns how long the lease has left at cluster time now.
@@ -113,6 +126,9 @@ type Limits struct {
 	MaxWait time.Duration
 	// MaxRenew is the most leases one Renew may carry. Default 10000.
 	MaxRenew int
+	// MaxLimit is the largest semaphore limit (holders of one name at
+	// once). Default 1000.
+	MaxLimit int
 }
 
 // DefaultLimits returns the default limits.
@@ -125,6 +141,7 @@ func DefaultLimits() Limits {
 		MaxTTL:       24 * time.Hour,
 		MaxWait:      5 * time.Minute,
 		MaxRenew:     10000,
+		MaxLimit:     1000,
 	}
 }
 
@@ -188,6 +205,9 @@ func (l Limits) Validate(op Op) error {
 		if op.WaitTimeout > 0 && !op.Wait {
 			return invalidf("wait_timeout is set but wait is not")
 		}
+		if op.Limit < 0 || op.Limit > max(l.MaxLimit, 1) {
+			return invalidf("limit %d is out of range: 1 to %d holders", op.Limit, max(l.MaxLimit, 1))
+		}
 	case OpRenew:
 		if len(op.Refs) == 0 {
 			return invalidf("no leases to renew")
@@ -202,6 +222,11 @@ func (l Limits) Validate(op Op) error {
 			if err := checkToken(r.Token); err != nil {
 				return err
 			}
+			if r.TTL != 0 {
+				if err := l.checkTTL(r.TTL); err != nil {
+					return err
+				}
+			}
 		}
 	case OpRelease:
 		if err := checkText("name", op.Name, l.MaxNameLen); err != nil {
@@ -210,7 +235,7 @@ func (l Limits) Validate(op Op) error {
 		return checkToken(op.Token)
 	case OpGet:
 		return checkText("name", op.Name, l.MaxNameLen)
-	case OpList:
+	case OpList, OpKVList:
 		if len(op.Prefix) > l.MaxNameLen {
 			return invalidf("prefix is %d bytes, more than the limit of %d", len(op.Prefix), l.MaxNameLen)
 		}

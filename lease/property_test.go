@@ -26,8 +26,11 @@ var (
 	propKeys    = []string{"k1", "k2"}
 	propLimits  = Limits{
 		MaxNameLen: 16, MaxHolderLen: 16, MaxValueLen: 8,
-		MinTTL: sec, MaxTTL: 10 * sec, MaxWait: 20 * sec, MaxRenew: 4,
+		MinTTL: sec, MaxTTL: 10 * sec, MaxWait: 20 * sec, MaxRenew: 4, MaxLimit: 4,
 	}
+	// propLimit is the limit each name is usually acquired with: a plain
+	// lease and two semaphores.
+	propLimit = map[string]int{"a": 0, "b": 2, "c": 3}
 )
 
 // ---- reference model ----
@@ -38,43 +41,67 @@ type modelKey struct {
 }
 
 // model is a direct, unoptimised reading of the rules: no heap, linear
-// scans, everything recomputed.
+// scans, everything recomputed. A name has a list of grants (slots), in
+// the order granted: one at most for a plain lease, up to the limit for
+// a semaphore.
 type model struct {
 	now    time.Duration
 	last   uint64
 	rev    uint64
-	leases map[string]Lease
+	leases map[string][]Lease
 	queues map[string][]waiter
 	kv     map[string]modelKey
 	events []Event
 }
 
 func newModel() *model {
-	return &model{leases: map[string]Lease{}, queues: map[string][]waiter{}, kv: map[string]modelKey{}}
+	return &model{leases: map[string][]Lease{}, queues: map[string][]waiter{}, kv: map[string]modelKey{}}
 }
 
 func (m *model) emit(t EventType, l Lease) {
 	m.events = append(m.events, Event{Type: t, Lease: l, At: m.now})
 }
 
-func (m *model) grant(name, holder string, ttl time.Duration) Lease {
+// lim is how many holders a limit allows: 0 (a plain lease) allows one.
+func lim(limit int) int { return max(limit, 1) }
+
+// plain maps the limits of a plain lease (0 and 1) to 0.
+func plain(limit int) int {
+	if limit <= 1 {
+		return 0
+	}
+	return limit
+}
+
+func (m *model) set(name string, ls []Lease) {
+	if len(ls) == 0 {
+		delete(m.leases, name)
+	} else {
+		m.leases[name] = ls
+	}
+}
+
+func (m *model) grant(name, holder string, ttl time.Duration, limit int) Lease {
 	m.last++
-	l := Lease{Name: name, Holder: holder, Token: m.last, TTL: ttl, GrantedAt: m.now, ExpiresAt: m.now + ttl}
-	m.leases[name] = l
+	l := Lease{Name: name, Holder: holder, Token: m.last, TTL: ttl, GrantedAt: m.now, ExpiresAt: m.now + ttl, Limit: plain(limit)}
+	m.leases[name] = append(slices.Clone(m.leases[name]), l)
 	m.emit(EventGranted, l)
 	return l
 }
 
-// free grants name to the first waiter whose deadline is still ahead,
-// dropping the ones behind it.
+// free grants the free slots of name to the first waiters whose deadline
+// is still ahead, dropping the ones that gave up on the way.
 func (m *model) free(name string) {
 	q := m.queues[name]
 	for len(q) > 0 {
+		ls := m.leases[name]
+		if len(ls) > 0 && len(ls) >= lim(ls[0].Limit) {
+			break
+		}
 		w := q[0]
 		q = q[1:]
-		if w.Deadline > m.now {
-			m.grant(name, w.Holder, w.TTL)
-			break
+		if w.Deadline > m.now && (len(ls) == 0 || lim(w.Limit) == lim(ls[0].Limit)) {
+			m.grant(name, w.Holder, w.TTL, w.Limit)
 		}
 	}
 	if len(q) == 0 {
@@ -84,18 +111,20 @@ func (m *model) free(name string) {
 	}
 }
 
-// liveLease frees name if its lease has expired and returns its live lease.
-func (m *model) liveLease(name string) (Lease, bool) {
-	if l, ok := m.leases[name]; ok {
+// liveSlots frees the grants of name that have expired (in the order
+// granted), gives free slots to waiters, and returns the live grants.
+func (m *model) liveSlots(name string) []Lease {
+	var kept []Lease
+	for _, l := range m.leases[name] {
 		if l.ExpiresAt > m.now {
-			return l, true
+			kept = append(kept, l)
+		} else {
+			m.emit(EventExpired, l)
 		}
-		delete(m.leases, name)
-		m.emit(EventExpired, l)
 	}
+	m.set(name, kept)
 	m.free(name)
-	l, ok := m.leases[name]
-	return l, ok
+	return m.leases[name]
 }
 
 func (m *model) removeWaiter(name, holder string) {
@@ -109,9 +138,11 @@ func (m *model) removeWaiter(name, holder string) {
 
 var errModelStale = &StaleError{Detail: "model"}
 
-func (m *model) current(name string, token uint64) (Lease, bool) {
-	l, ok := m.liveLease(name)
-	return l, ok && l.Token == token
+// current returns the live grants of name and the index of the one with
+// token, or -1: a token fences only while its slot is held.
+func (m *model) current(name string, token uint64) ([]Lease, int) {
+	ls := slices.Clone(m.liveSlots(name))
+	return ls, slices.IndexFunc(ls, func(l Lease) bool { return l.Token == token })
 }
 
 func (m *model) apply(b Batch) ([]Result, []Event) {
@@ -129,22 +160,34 @@ func (m *model) apply(b Batch) ([]Result, []Event) {
 func (m *model) op(op Op) Result {
 	switch op.Type {
 	case OpAcquire:
-		l, ok := m.liveLease(op.Name)
-		if !ok {
-			return Result{Lease: m.grant(op.Name, op.Holder, op.TTL)}
+		ls := slices.Clone(m.liveSlots(op.Name))
+		if len(ls) == 0 {
+			return Result{Lease: m.grant(op.Name, op.Holder, op.TTL, op.Limit)}
 		}
-		if l.Holder == op.Holder {
-			l.TTL, l.ExpiresAt = op.TTL, m.now+op.TTL
-			m.leases[op.Name] = l
+		if lim(op.Limit) != lim(ls[0].Limit) {
+			return Result{Err: ErrInvalid}
+		}
+		if i := slices.IndexFunc(ls, func(l Lease) bool { return l.Holder == op.Holder }); i >= 0 {
+			ls[i].TTL, ls[i].ExpiresAt = op.TTL, m.now+op.TTL
+			m.leases[op.Name] = ls
 			m.removeWaiter(op.Name, op.Holder)
-			return Result{Lease: l}
+			return Result{Lease: ls[i]}
 		}
-		held := &HeldError{Name: op.Name, Holder: l.Holder, Token: l.Token, Remaining: l.ExpiresAt - m.now}
+		if len(ls) < lim(ls[0].Limit) {
+			return Result{Lease: m.grant(op.Name, op.Holder, op.TTL, op.Limit)}
+		}
+		first := ls[0]
+		for _, l := range ls {
+			if l.ExpiresAt < first.ExpiresAt {
+				first = l
+			}
+		}
+		held := &HeldError{Name: op.Name, Holder: first.Holder, Token: first.Token, Remaining: first.ExpiresAt - m.now, Limit: first.Limit}
 		if !op.Wait {
 			m.removeWaiter(op.Name, op.Holder) // a plain try stops waiting
 			return Result{Err: held}
 		}
-		w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: m.now + op.WaitTimeout}
+		w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: m.now + op.WaitTimeout, Limit: plain(op.Limit)}
 		q := m.queues[op.Name]
 		if i := slices.IndexFunc(q, func(x waiter) bool { return x.Holder == op.Holder }); i >= 0 {
 			q[i] = w
@@ -155,60 +198,65 @@ func (m *model) op(op Op) Result {
 	case OpRenew:
 		var rr []RenewResult
 		for _, ref := range op.Refs {
-			l, ok := m.current(ref.Name, ref.Token)
-			if !ok {
+			ls, i := m.current(ref.Name, ref.Token)
+			if i < 0 {
 				rr = append(rr, RenewResult{Ref: ref, Err: errModelStale})
 				continue
 			}
-			l.ExpiresAt = m.now + l.TTL
-			m.leases[ref.Name] = l
-			rr = append(rr, RenewResult{Ref: ref, Lease: l})
+			if ref.TTL != 0 {
+				ls[i].TTL = ref.TTL
+			}
+			ls[i].ExpiresAt = m.now + ls[i].TTL
+			m.leases[ref.Name] = ls
+			rr = append(rr, RenewResult{Ref: ref, Lease: ls[i]})
 		}
 		return Result{Renewed: rr}
 	case OpRelease:
-		l, ok := m.current(op.Name, op.Token)
-		if !ok {
+		ls, i := m.current(op.Name, op.Token)
+		if i < 0 {
 			return Result{Err: errModelStale}
 		}
-		delete(m.leases, op.Name)
+		l := ls[i]
+		m.set(op.Name, slices.Delete(ls, i, i+1))
 		m.emit(EventReleased, l)
 		m.free(op.Name)
 		return Result{}
 	case OpExpire:
 		for {
 			var first *Lease
-			for _, l := range m.leases {
-				if l.ExpiresAt <= m.now && (first == nil || l.ExpiresAt < first.ExpiresAt ||
-					l.ExpiresAt == first.ExpiresAt && l.Name < first.Name) {
-					first = &l
+			for _, ls := range m.leases {
+				for _, l := range ls {
+					if l.ExpiresAt <= m.now && (first == nil || l.ExpiresAt < first.ExpiresAt ||
+						l.ExpiresAt == first.ExpiresAt && l.Name < first.Name) {
+						first = &l
+					}
 				}
 			}
 			if first == nil {
 				return Result{}
 			}
-			m.liveLease(first.Name)
+			m.liveSlots(first.Name)
 		}
 	case OpGet:
-		l, ok := m.liveLease(op.Name)
-		if !ok {
+		ls := m.liveSlots(op.Name)
+		if len(ls) == 0 {
 			return Result{Err: ErrNotFound}
 		}
-		return Result{Lease: l}
+		return Result{Lease: ls[0], Leases: slices.Clone(ls)}
 	case OpList:
 		var out []Lease
 		for _, name := range sortedKeys(m.leases) {
 			if !strings.HasPrefix(name, op.Prefix) {
 				continue
 			}
-			if l, ok := m.liveLease(name); ok {
-				out = append(out, l)
-			}
+			out = append(out, m.liveSlots(name)...)
 		}
 		return Result{Leases: out}
 	case OpPut, OpDelete:
-		// The fenced store's rule: the token is the current, unexpired
-		// grant of the named lease, and not lower than the key's fence.
-		if _, ok := m.current(op.Name, op.Token); !ok {
+		// The fenced store's rule: the token is a live grant of the named
+		// lease (a held slot of a semaphore), and not lower than the
+		// key's fence.
+		if _, i := m.current(op.Name, op.Token); i < 0 {
 			return Result{Err: errModelStale}
 		}
 		k := m.kv[op.Key]
@@ -239,6 +287,14 @@ func (m *model) op(op Op) Result {
 	case OpCancelWait:
 		m.removeWaiter(op.Name, op.Holder)
 		return Result{}
+	case OpKVList:
+		var out []Entry
+		for _, key := range sortedKeys(m.kv) {
+			if k := m.kv[key]; strings.HasPrefix(key, op.Prefix) && k.entry != nil {
+				out = append(out, *k.entry)
+			}
+		}
+		return Result{Entries: out}
 	}
 	return Result{Err: ErrInvalid}
 }
@@ -274,6 +330,7 @@ type normResult struct {
 	Renewed  []normRenew
 	Leases   []Lease
 	Entry    string
+	Entries  []string
 	Revision uint64
 	Now      time.Duration
 }
@@ -282,6 +339,9 @@ func normalize(r Result) normResult {
 	n := normResult{Err: errKind(r.Err), Lease: r.Lease, Queued: r.Queued, Leases: r.Leases, Revision: r.Revision, Now: r.Now}
 	for _, rr := range r.Renewed {
 		n.Renewed = append(n.Renewed, normRenew{Ref: rr.Ref, Lease: rr.Lease, Err: errKind(rr.Err)})
+	}
+	for _, e := range r.Entries {
+		n.Entries = append(n.Entries, fmt.Sprintf("%s=%q lease=%s token=%d rev=%d", e.Key, e.Value, e.Lease, e.Token, e.Revision))
 	}
 	if r.Entry.Key != "" {
 		n.Entry = fmt.Sprintf("%s=%q lease=%s token=%d rev=%d", r.Entry.Key, r.Entry.Value, r.Entry.Lease, r.Entry.Token, r.Entry.Revision)
@@ -293,16 +353,33 @@ func normalize(r Result) normResult {
 
 type history struct {
 	lastToken uint64
-	live      map[string]Lease         // the current grant of each name, per the events
-	freedAt   map[string]time.Duration // when the previous grant of a name ended
-	fences    map[string]uint64        // highest token each key accepted
+	live      map[string][]Lease         // the live grants of each name, per the events
+	ended     map[string][]time.Duration // when grants of a name ended, for overlap checks
+	fences    map[string]uint64          // highest token each key accepted
+	granted   map[uint64]string          // the name each token was granted for
+	endedNow  map[uint64]bool            // tokens whose grant ended in the last batch
+	endedOld  map[uint64]bool            // tokens whose grant ended in an earlier batch
 }
 
 func newHistory() *history {
-	return &history{live: map[string]Lease{}, freedAt: map[string]time.Duration{}, fences: map[string]uint64{}}
+	return &history{live: map[string][]Lease{}, ended: map[string][]time.Duration{}, fences: map[string]uint64{},
+		granted: map[uint64]string{}, endedNow: map[uint64]bool{}, endedOld: map[uint64]bool{}}
+}
+
+// liveCount returns the number of live grants of all names.
+func (h *history) liveCount() int {
+	n := 0
+	for _, ls := range h.live {
+		n += len(ls)
+	}
+	return n
 }
 
 func (h *history) check(ev []Event, now time.Duration) error {
+	for tok := range h.endedNow {
+		h.endedOld[tok] = true
+	}
+	clear(h.endedNow)
 	for _, e := range ev {
 		if e.At != now {
 			return fmt.Errorf("event %+v stamped at %s, batch applied at %s", e, e.At, now)
@@ -314,33 +391,51 @@ func (h *history) check(ev []Event, now time.Duration) error {
 				return fmt.Errorf("grant %+v: token not above the last token %d", e.Lease, h.lastToken)
 			}
 			h.lastToken = e.Lease.Token
-			if prev, ok := h.live[name]; ok {
-				return fmt.Errorf("grant %+v while %+v was never released or expired", e.Lease, prev)
+			if e.Lease.Limit == 1 || e.Lease.Limit < 0 {
+				return fmt.Errorf("grant %+v has the limit %d", e.Lease, e.Lease.Limit)
 			}
-			if end, ok := h.freedAt[name]; ok && e.At < end {
-				return fmt.Errorf("grant %+v at %s overlaps the previous grant, which ended at %s", e.Lease, e.At, end)
+			live := h.live[name]
+			for _, prev := range live {
+				if prev.Limit != e.Lease.Limit {
+					return fmt.Errorf("grant %+v with limit %d while %+v has limit %d", e.Lease, e.Lease.Limit, prev, prev.Limit)
+				}
+			}
+			// Grants that ended after this one started still took a
+			// slot when it was granted.
+			ended := slices.DeleteFunc(h.ended[name], func(end time.Duration) bool { return end <= e.At })
+			h.ended[name] = ended
+			if n := len(live) + len(ended) + 1; n > lim(e.Lease.Limit) {
+				return fmt.Errorf("grant %+v at %s makes %d live holders (%d ended later), more than the limit %d",
+					e.Lease, e.At, n, len(ended), lim(e.Lease.Limit))
 			}
 			if e.Lease.GrantedAt != e.At || e.Lease.ExpiresAt != e.At+e.Lease.TTL {
 				return fmt.Errorf("grant %+v at %s has the wrong times", e.Lease, e.At)
 			}
-			h.live[name] = e.Lease
+			h.live[name] = append(live, e.Lease)
+			h.granted[e.Lease.Token] = name
 		case EventReleased, EventExpired:
-			prev, ok := h.live[name]
-			if !ok || prev.Token != e.Lease.Token {
-				return fmt.Errorf("%s of %+v, but the current grant is %+v (%v)", e.Type, e.Lease, prev, ok)
+			live := h.live[name]
+			i := slices.IndexFunc(live, func(l Lease) bool { return l.Token == e.Lease.Token })
+			if i < 0 {
+				return fmt.Errorf("%s of %+v, but the live grants are %+v", e.Type, e.Lease, live)
 			}
-			delete(h.live, name)
+			live = slices.Delete(slices.Clone(live), i, i+1)
+			if len(live) == 0 {
+				delete(h.live, name)
+			} else {
+				h.live[name] = live
+			}
+			end := e.At
 			if e.Type == EventExpired {
 				if e.Lease.ExpiresAt > e.At {
 					return fmt.Errorf("expired %+v at %s, before its expiry", e.Lease, e.At)
 				}
-				h.freedAt[name] = e.Lease.ExpiresAt
-			} else {
-				if e.Lease.ExpiresAt <= e.At {
-					return fmt.Errorf("released %+v at %s, after its expiry", e.Lease, e.At)
-				}
-				h.freedAt[name] = e.At
+				end = e.Lease.ExpiresAt
+			} else if e.Lease.ExpiresAt <= e.At {
+				return fmt.Errorf("released %+v at %s, after its expiry", e.Lease, e.At)
 			}
+			h.ended[name] = append(h.ended[name], end)
+			h.endedNow[e.Lease.Token] = true
 		default:
 			return fmt.Errorf("unknown event %+v", e)
 		}
@@ -375,6 +470,15 @@ func (h *history) checkResults(ops []Op, res []Result) error {
 			if op.Token > h.lastToken {
 				return fmt.Errorf("%s accepted the never-granted token %d", op.Type, op.Token)
 			}
+			// A token fences only for its own name, and only while its
+			// grant (its slot of a semaphore) is held: never once an
+			// earlier batch released or expired it.
+			if h.granted[op.Token] != op.Name {
+				return fmt.Errorf("%s accepted token %d for %s, but it was granted for %q", op.Type, op.Token, op.Name, h.granted[op.Token])
+			}
+			if h.endedOld[op.Token] {
+				return fmt.Errorf("%s accepted token %d of %s after its grant ended", op.Type, op.Token, op.Name)
+			}
 			h.fences[op.Key] = op.Token
 		}
 	}
@@ -388,9 +492,9 @@ func drawOp(t *rapid.T, s *State) Op {
 	holder := rapid.SampledFrom(propHolders).Draw(t, "holder")
 	key := rapid.SampledFrom(propKeys).Draw(t, "key")
 	token := func(label, name string) uint64 {
-		// Usually the current grant of the name, else any token.
-		if l, ok := s.Lease(name); ok && rapid.IntRange(0, 3).Draw(t, label+" current") > 0 {
-			return l.Token
+		// Usually a current grant of the name, else any token.
+		if ls := s.Slots(name); len(ls) > 0 && rapid.IntRange(0, 3).Draw(t, label+" current") > 0 {
+			return rapid.SampledFrom(ls).Draw(t, label+" slot").Token
 		}
 		return rapid.Uint64Range(1, s.LastToken()+1).Draw(t, label)
 	}
@@ -398,6 +502,10 @@ func drawOp(t *rapid.T, s *State) Op {
 	switch rapid.IntRange(0, 12).Draw(t, "op") {
 	case 0, 1, 2:
 		op := acq(name, holder, ttl)
+		op.Limit = propLimit[name]
+		if rapid.IntRange(0, 5).Draw(t, "other limit") == 0 {
+			op.Limit = rapid.IntRange(0, propLimits.MaxLimit).Draw(t, "limit")
+		}
 		if rapid.Bool().Draw(t, "wait") {
 			op.Wait = true
 			op.WaitTimeout = time.Duration(rapid.IntRange(0, 20).Draw(t, "wait timeout")) * sec
@@ -408,7 +516,11 @@ func drawOp(t *rapid.T, s *State) Op {
 		var refs []Ref
 		for range n {
 			rn := rapid.SampledFrom(propNames).Draw(t, "ref name")
-			refs = append(refs, Ref{Name: rn, Token: token("ref token", rn)})
+			ref := Ref{Name: rn, Token: token("ref token", rn)}
+			if rapid.Bool().Draw(t, "ref ttl") {
+				ref.TTL = time.Duration(rapid.IntRange(1, 10).Draw(t, "ref ttl seconds")) * sec
+			}
+			refs = append(refs, ref)
 		}
 		return renew(refs...)
 	case 5:
@@ -423,8 +535,11 @@ func drawOp(t *rapid.T, s *State) Op {
 		return Op{Type: OpPut, Key: key, Name: name, Token: token("token", name),
 			Value: rapid.SliceOfN(rapid.Byte(), 0, 4).Draw(t, "value")}
 	case 11:
-		if rapid.Bool().Draw(t, "kv get") {
+		switch rapid.IntRange(0, 2).Draw(t, "kv read") {
+		case 0:
 			return Op{Type: OpKVGet, Key: key}
+		case 1:
+			return Op{Type: OpKVList, Prefix: rapid.SampledFrom([]string{"", "k", "k1", "x"}).Draw(t, "kv prefix")}
 		}
 		return del(key, name, token("token", name))
 	default:
@@ -482,6 +597,8 @@ func TestProperties(t *testing.T) {
 					put("k1", "too long a value", "a", 1),
 					renew(),
 					acqWait("a", "h1", sec, propLimits.MaxWait+1),
+					{Type: OpAcquire, Name: "b", Holder: "h1", TTL: sec, Limit: propLimits.MaxLimit + 1},
+					{Type: OpAcquire, Name: "b", Holder: "h1", TTL: sec, Limit: -1},
 				}).Draw(t, "invalid op")
 			}
 
@@ -534,13 +651,16 @@ func TestProperties(t *testing.T) {
 				t.Fatalf("LastToken %d, last granted %d", s.LastToken(), hist.lastToken)
 			}
 			stored := s.Leases("")
-			if len(stored) != len(hist.live) {
-				t.Fatalf("%d stored leases, %d known from the events", len(stored), len(hist.live))
+			if len(stored) != hist.liveCount() {
+				t.Fatalf("%d stored grants, %d known from the events", len(stored), hist.liveCount())
 			}
 			var minExp time.Duration
 			for i, l := range stored {
-				if hist.live[l.Name].Token != l.Token {
+				if !slices.ContainsFunc(hist.live[l.Name], func(g Lease) bool { return g.Token == l.Token }) {
 					t.Fatalf("stored %+v, events say %+v", l, hist.live[l.Name])
+				}
+				if n := len(s.Slots(l.Name)); n > lim(l.Limit) {
+					t.Fatalf("%d grants of %s stored, more than its limit %d", n, l.Name, lim(l.Limit))
 				}
 				if i == 0 || l.ExpiresAt < minExp {
 					minExp = l.ExpiresAt
@@ -549,8 +669,8 @@ func TestProperties(t *testing.T) {
 			if d, ok := s.NextDeadline(); ok != (len(stored) > 0) || ok && d != minExp {
 				t.Fatalf("NextDeadline = %s, %v; earliest stored expiry %s of %d", d, ok, minExp, len(stored))
 			}
-			if n := len(s.expiries); n > 2*len(s.leases)+64 {
-				t.Fatalf("expiry heap holds %d entries for %d leases", n, len(s.leases))
+			if n := len(s.expiries); n > 2*s.Len()+64 {
+				t.Fatalf("expiry heap holds %d entries for %d grants", n, s.Len())
 			}
 			for name := range s.queues {
 				if _, ok := s.leases[name]; !ok {
@@ -608,14 +728,23 @@ func TestCheckersCanFail(t *testing.T) {
 	if res[0].Err != nil || res[1].Err == nil {
 		t.Fatalf("setup: %v, %v", res[0].Err, res[1].Err)
 	}
-	h := newHistory()
-	h.lastToken = 2
-	if err := h.checkResults(ops, res); err != nil {
+	if err := newHistoryAt(2).checkResults(ops, res); err != nil {
 		t.Fatalf("correct results rejected: %v", err)
 	}
 	res[1].Err, res[1].Revision = nil, 2 // pretend the fence failed
 	if err := newHistoryAt(2).checkResults(ops, res); err == nil {
 		t.Fatal("the fence invariant accepted a write below the key's fence")
+	}
+	// A write accepted with another name's token, or with a token whose
+	// grant (slot) ended in an earlier batch.
+	other := []Op{put("k2", "v", "a", 2)}
+	if err := newHistoryAt(2).checkResults(other, []Result{{}}); err == nil {
+		t.Fatal("the invariants accepted a write with another lease's token")
+	}
+	h := newHistoryAt(2)
+	h.endedOld[1] = true
+	if err := h.checkResults([]Op{put("k3", "v", "a", 1)}, []Result{{}}); err == nil {
+		t.Fatal("the invariants accepted a write with a released slot's token")
 	}
 	ref := newModel()
 	ref.apply(Batch{Ops: []Op{acq("a", "h1", 10*sec), acq("b", "h2", 10*sec)}})
@@ -627,6 +756,10 @@ func TestCheckersCanFail(t *testing.T) {
 	g1 := Lease{Name: "n", Holder: "h1", Token: 1, TTL: 10 * sec, ExpiresAt: 10 * sec}
 	g2 := Lease{Name: "n", Holder: "h2", Token: 2, TTL: 10 * sec, GrantedAt: 5 * sec, ExpiresAt: 15 * sec}
 	old := Lease{Name: "m", Holder: "h2", Token: 1, TTL: 10 * sec, GrantedAt: 5 * sec, ExpiresAt: 15 * sec}
+	s1 := Lease{Name: "n", Holder: "h1", Token: 1, TTL: 10 * sec, ExpiresAt: 10 * sec, Limit: 2}
+	s2 := Lease{Name: "n", Holder: "h2", Token: 2, TTL: 10 * sec, ExpiresAt: 10 * sec, Limit: 2}
+	s3 := Lease{Name: "n", Holder: "h3", Token: 3, TTL: 10 * sec, ExpiresAt: 10 * sec, Limit: 2}
+	s3late := Lease{Name: "n", Holder: "h3", Token: 3, TTL: 10 * sec, GrantedAt: 5 * sec, ExpiresAt: 15 * sec, Limit: 2}
 	for _, tc := range []struct {
 		name string
 		ev   []Event
@@ -638,6 +771,9 @@ func TestCheckersCanFail(t *testing.T) {
 		{"token reused", []Event{{EventGranted, g1, 0}, {EventGranted, old, 5 * sec}}},
 		{"release after expiry", []Event{{EventGranted, g1, 0}, {EventReleased, g1, 10 * sec}}},
 		{"release of another grant", []Event{{EventGranted, g1, 0}, {EventReleased, g2, 5 * sec}}},
+		{"three holders of a limit-2 semaphore", []Event{{EventGranted, s1, 0}, {EventGranted, s2, 0}, {EventGranted, s3, 0}}},
+		{"a slot granted before another ended", []Event{{EventGranted, s1, 0}, {EventGranted, s2, 0}, {EventExpired, s1, 12 * sec}, {EventGranted, s3late, 5 * sec}}},
+		{"grants of a name with two limits", []Event{{EventGranted, s1, 0}, {EventGranted, g2, 0}}},
 	} {
 		h := newHistory()
 		var err error
@@ -660,8 +796,11 @@ func TestCheckersCanFail(t *testing.T) {
 	}
 }
 
+// newHistoryAt is a history in which a was granted token 1 and b token 2
+// (lastToken 2).
 func newHistoryAt(lastToken uint64) *history {
 	h := newHistory()
 	h.lastToken = lastToken
+	h.granted[1], h.granted[2] = "a", "b"
 	return h
 }

@@ -8,10 +8,18 @@ import (
 	"time"
 )
 
-// snapshotVersion is the format version written by WriteSnapshot. Restore
-// accepts this version only; a future format change bumps it and keeps a
-// reader for the old one.
-const snapshotVersion = 1
+// Snapshot format versions. ReadSnapshot reads every one of them, forever.
+//
+// Version 1 has at most one lease per name and no limits. Version 2 adds
+// semaphores: several leases (slots) per name, in the order granted, and
+// a "Limit" on leases and waiters of a semaphore. WriteSnapshot writes
+// version 1 while no semaphore is held or waited for, so a state without
+// semaphores gives the same bytes as before they existed (and a node that
+// predates them can still restore it).
+const (
+	snapshotV1 = 1
+	snapshotV2 = 2
+)
 
 type snapshot struct {
 	Version   int             `json:"version"`
@@ -37,12 +45,22 @@ type snapshotKey struct {
 // WriteSnapshot writes the whole state to w in a versioned format. Output is
 // deterministic: equal states give equal bytes.
 func (s *State) WriteSnapshot(w io.Writer) error {
-	snap := snapshot{Version: snapshotVersion, Now: s.now, LastToken: s.lastToken, Revision: s.revision}
+	snap := snapshot{Version: snapshotV1, Now: s.now, LastToken: s.lastToken, Revision: s.revision}
 	for _, name := range sortedKeys(s.leases) {
-		snap.Leases = append(snap.Leases, *s.leases[name])
+		for _, l := range s.leases[name] {
+			snap.Leases = append(snap.Leases, *l)
+			if l.Limit != 0 {
+				snap.Version = snapshotV2
+			}
+		}
 	}
 	for _, name := range sortedKeys(s.queues) {
 		snap.Queues = append(snap.Queues, snapshotQueue{Name: name, Waiters: s.queues[name]})
+		for _, w := range s.queues[name] {
+			if w.Limit != 0 {
+				snap.Version = snapshotV2
+			}
+		}
 	}
 	for _, key := range sortedKeys(s.kv) {
 		f := s.kv[key]
@@ -57,18 +75,21 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := json.NewDecoder(r).Decode(&snap); err != nil {
 		return nil, fmt.Errorf("lease: read snapshot: %w", err)
 	}
-	if snap.Version != snapshotVersion {
-		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d)", snap.Version, snapshotVersion)
+	if snap.Version != snapshotV1 && snap.Version != snapshotV2 {
+		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d or %d)", snap.Version, snapshotV1, snapshotV2)
 	}
 	s := New()
 	s.now, s.lastToken, s.revision = snap.Now, snap.LastToken, snap.Revision
 	for i := range snap.Leases {
-		l := snap.Leases[i]
+		l := &snap.Leases[i]
 		if l.Token > s.lastToken {
 			return nil, fmt.Errorf("lease: snapshot has token %d above its last token %d", l.Token, s.lastToken)
 		}
-		s.leases[l.Name] = &l
-		s.pushExpiry(&l)
+		if err := checkSlot(snap.Version, s.leases[l.Name], l); err != nil {
+			return nil, err
+		}
+		s.leases[l.Name] = append(s.leases[l.Name], l)
+		s.pushExpiry(l)
 	}
 	for _, q := range snap.Queues {
 		s.queues[q.Name] = q.Waiters
@@ -77,6 +98,26 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		s.kv[k.Key] = &fence{Token: k.Fence, Entry: k.Entry}
 	}
 	return s, nil
+}
+
+// checkSlot checks that l may follow the grants ls of the same name in a
+// snapshot of version v.
+func checkSlot(v int, ls []*Lease, l *Lease) error {
+	switch {
+	case v == snapshotV1 && l.Limit != 0:
+		return fmt.Errorf("lease: version 1 snapshot has a limit on %q", l.Name)
+	case l.Limit < 0 || l.Limit == 1:
+		return fmt.Errorf("lease: snapshot has the limit %d on %q", l.Limit, l.Name)
+	case len(ls) == 0:
+		return nil
+	case l.Limit != ls[0].Limit:
+		return fmt.Errorf("lease: snapshot has grants of %q with the limits %d and %d", l.Name, ls[0].Limit, l.Limit)
+	case len(ls) >= effectiveLimit(l.Limit):
+		return fmt.Errorf("lease: snapshot has more than %d grants of %q", effectiveLimit(l.Limit), l.Name)
+	case l.Token <= ls[len(ls)-1].Token:
+		return fmt.Errorf("lease: snapshot has the grants of %q out of order", l.Name)
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

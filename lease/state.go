@@ -51,17 +51,22 @@ type Result struct {
 	// Err is nil on success, or an error wrapping ErrHeld, ErrStaleToken,
 	// ErrNotFound or ErrInvalid.
 	Err error
-	// Lease is the grant for OpAcquire and OpGet.
+	// Lease is the grant for OpAcquire and OpGet. For OpGet of a
+	// semaphore it is the slot granted first; Leases has them all.
 	Lease Lease
 	// Queued is true when an OpAcquire with Wait found the lease held and
 	// queued the holder; Err then holds the *HeldError.
 	Queued bool
 	// Renewed has one entry per Ref of an OpRenew.
 	Renewed []RenewResult
-	// Leases lists the live leases for OpList, sorted by name.
+	// Leases lists the live leases for OpList, sorted by name and, within
+	// a semaphore, by token; for OpGet, the live slots of the name.
 	Leases []Lease
 	// Entry is the value for OpKVGet.
 	Entry Entry
+	// Entries are the values of the keys with the prefix of an OpKVList,
+	// sorted by key (deleted keys are left out).
+	Entries []Entry
 	// Revision is the store revision after OpPut and OpDelete.
 	Revision uint64
 	// Now is the cluster time the op was applied at.
@@ -72,6 +77,9 @@ type waiter struct {
 	Holder   string
 	TTL      time.Duration
 	Deadline time.Duration // cluster time after which the waiter is dropped
+	// Limit is the semaphore limit the waiter asked for (0 for a plain
+	// lease); it always equals the live limit of the name when queued.
+	Limit int `json:",omitempty"`
 }
 
 type fence struct {
@@ -85,16 +93,19 @@ type State struct {
 	now       time.Duration
 	lastToken uint64
 	revision  uint64
-	leases    map[string]*Lease
-	queues    map[string][]waiter
-	kv        map[string]*fence
-	expiries  expiryHeap
+	// leases holds the grants of each name: one for a plain lease, up to
+	// its limit for a semaphore, in the order granted (so by token). A
+	// name with no grant has no entry.
+	leases   map[string][]*Lease
+	queues   map[string][]waiter
+	kv       map[string]*fence
+	expiries expiryHeap
 }
 
 // New returns an empty state at cluster time zero.
 func New() *State {
 	return &State{
-		leases: make(map[string]*Lease),
+		leases: make(map[string][]*Lease),
 		queues: make(map[string][]waiter),
 		kv:     make(map[string]*fence),
 	}
@@ -109,30 +120,64 @@ func (s *State) LastToken() uint64 { return s.lastToken }
 // Revision returns the revision of the key-value store.
 func (s *State) Revision() uint64 { return s.revision }
 
-// Len returns the number of leases not yet freed. Some may have expired by
-// cluster time but not been freed by an OpExpire yet.
-func (s *State) Len() int { return len(s.leases) }
+// Len returns the number of grants not yet freed (each slot of a
+// semaphore counts). Some may have expired by cluster time but not been
+// freed by an OpExpire yet.
+func (s *State) Len() int {
+	n := 0
+	for _, ls := range s.leases {
+		n += len(ls)
+	}
+	return n
+}
 
-// Live returns the number of leases live at the cluster time of the last
+// Live returns the number of grants live at the cluster time of the last
 // applied batch: stored and not expired.
 func (s *State) Live() int {
 	n := 0
-	for _, l := range s.leases {
-		if l.ExpiresAt > s.now {
-			n++
+	for _, ls := range s.leases {
+		for _, l := range ls {
+			if l.ExpiresAt > s.now {
+				n++
+			}
 		}
 	}
 	return n
 }
 
-// Lease returns the stored grant of name, live or not yet freed.
+// Lease returns the stored grant of name, live or not yet freed; for a
+// semaphore, the slot granted first (Slots has them all).
 func (s *State) Lease(name string) (Lease, bool) {
-	l, ok := s.leases[name]
-	if !ok {
+	ls := s.leases[name]
+	if len(ls) == 0 {
 		return Lease{}, false
 	}
-	return *l, true
+	return *ls[0], true
 }
+
+// Slots returns the stored grants of name, live or not yet freed, in the
+// order granted.
+func (s *State) Slots(name string) []Lease {
+	var out []Lease
+	for _, l := range s.leases[name] {
+		out = append(out, *l)
+	}
+	return out
+}
+
+// slot returns the stored grant of name with token, or nil.
+func (s *State) slot(name string, token uint64) *Lease {
+	for _, l := range s.leases[name] {
+		if l.Token == token {
+			return l
+		}
+	}
+	return nil
+}
+
+// effectiveLimit is how many holders a grant's name allows: a plain
+// lease has limit 0 and allows one.
+func effectiveLimit(limit int) int { return max(limit, 1) }
 
 // Waiters returns the holders queued for name, first first.
 func (s *State) Waiters(name string) []string {
@@ -149,7 +194,7 @@ func (s *State) Waiters(name string) []string {
 func (s *State) NextDeadline() (time.Duration, bool) {
 	for s.expiries.Len() > 0 {
 		top := s.expiries[0]
-		if l, ok := s.leases[top.name]; ok && l.Token == top.token && l.ExpiresAt == top.at {
+		if l := s.slot(top.name, top.token); l != nil && l.ExpiresAt == top.at {
 			return top.at, true
 		}
 		heap.Pop(&s.expiries)
@@ -194,11 +239,11 @@ func (a *applier) apply(op Op) Result {
 		a.expireAll()
 		return Result{}
 	case OpGet:
-		l, ok := a.live(op.Name)
-		if !ok {
+		ls := a.live(op.Name)
+		if len(ls) == 0 {
 			return Result{Err: ErrNotFound}
 		}
-		return Result{Lease: *l}
+		return Result{Lease: *ls[0], Leases: copyLeases(ls)}
 	case OpList:
 		return a.list(op.Prefix)
 	case OpPut:
@@ -216,39 +261,82 @@ func (a *applier) apply(op Op) Result {
 	case OpCancelWait:
 		a.removeWaiter(op.Name, op.Holder)
 		return Result{}
+	case OpKVList:
+		var out []Entry
+		for _, key := range sortedKeys(a.s.kv) {
+			if f := a.s.kv[key]; strings.HasPrefix(key, op.Prefix) && f.Entry != nil {
+				e := *f.Entry
+				e.Value = append([]byte(nil), e.Value...)
+				out = append(out, e)
+			}
+		}
+		return Result{Entries: out}
 	}
 	return Result{Err: invalidf("unknown operation %d", op.Type)}
 }
 
-// live settles name and returns its lease if one is live at a.now.
-func (a *applier) live(name string) (*Lease, bool) {
-	a.settle(name)
-	l, ok := a.s.leases[name]
-	return l, ok
+func copyLeases(ls []*Lease) []Lease {
+	out := make([]Lease, len(ls))
+	for i, l := range ls {
+		out[i] = *l
+	}
+	return out
 }
 
-// settle frees name's lease if it has expired by a.now and, if the name is
-// then free, grants it to the first waiter still waiting.
+// live settles name and returns its grants live at a.now, in the order
+// granted.
+func (a *applier) live(name string) []*Lease {
+	a.settle(name)
+	return a.s.leases[name]
+}
+
+// settle frees the grants of name that have expired by a.now, in the
+// order granted, and then grants free slots to the first waiters still
+// waiting.
 func (a *applier) settle(name string) {
-	if l, ok := a.s.leases[name]; ok {
+	ls := a.s.leases[name]
+	kept := ls[:0:0]
+	for _, l := range ls {
 		if l.ExpiresAt > a.now {
-			return
+			kept = append(kept, l)
+			continue
 		}
-		delete(a.s.leases, name)
 		a.emit(EventExpired, *l)
 	}
-	a.grantWaiter(name)
+	if len(kept) != len(ls) {
+		a.setSlots(name, kept)
+	}
+	a.grantWaiters(name)
 }
 
-func (a *applier) grantWaiter(name string) {
+func (a *applier) setSlots(name string, ls []*Lease) {
+	if len(ls) == 0 {
+		delete(a.s.leases, name)
+	} else {
+		a.s.leases[name] = ls
+	}
+}
+
+// grantWaiters grants name to waiters, first first, while it has a free
+// slot, dropping the waiters whose deadline has passed on the way.
+func (a *applier) grantWaiters(name string) {
 	q := a.s.queues[name]
 	for len(q) > 0 {
-		w := q[0]
-		q = q[1:]
-		if w.Deadline > a.now {
-			a.grant(name, w.Holder, w.TTL)
+		ls := a.s.leases[name]
+		if len(ls) > 0 && len(ls) >= effectiveLimit(ls[0].Limit) {
 			break
 		}
+		w := q[0]
+		q = q[1:]
+		if w.Deadline <= a.now {
+			continue
+		}
+		if len(ls) > 0 && effectiveLimit(w.Limit) != effectiveLimit(ls[0].Limit) {
+			// Never queued so (the limit is checked when a waiter is
+			// queued), but a log must apply the same way forever.
+			continue
+		}
+		a.grant(name, w.Holder, w.TTL, w.Limit)
 	}
 	if len(q) == 0 {
 		delete(a.s.queues, name)
@@ -257,8 +345,11 @@ func (a *applier) grantWaiter(name string) {
 	}
 }
 
-func (a *applier) grant(name, holder string, ttl time.Duration) *Lease {
+func (a *applier) grant(name, holder string, ttl time.Duration, limit int) *Lease {
 	a.s.lastToken++
+	if limit <= 1 {
+		limit = 0 // a plain lease
+	}
 	l := &Lease{
 		Name:      name,
 		Holder:    holder,
@@ -266,8 +357,9 @@ func (a *applier) grant(name, holder string, ttl time.Duration) *Lease {
 		TTL:       ttl,
 		GrantedAt: a.now,
 		ExpiresAt: a.now + ttl,
+		Limit:     limit,
 	}
-	a.s.leases[name] = l
+	a.s.leases[name] = append(a.s.leases[name], l)
 	a.s.pushExpiry(l)
 	a.emit(EventGranted, *l)
 	return l
@@ -279,18 +371,23 @@ func (s *State) pushExpiry(l *Lease) {
 	// entries only as they reach the top, and a Manager never calls it, so
 	// compact once the heap is much larger than the set of leases. Which
 	// stale entries the heap holds never changes what Apply does.
-	if n := len(s.expiries); n > 64 && n > 2*len(s.leases) {
+	if n := len(s.expiries); n > 64 && n > 2*len(s.leases) && n > 2*s.Len() {
 		s.compactExpiries()
 	}
 }
 
-// compactExpiries keeps one entry per lease: the one that matches it.
+// compactExpiries keeps one entry per grant: the one that matches it.
 func (s *State) compactExpiries() {
 	kept := s.expiries[:0]
-	seen := make(map[string]bool, len(s.leases))
+	type grant struct {
+		name  string
+		token uint64
+	}
+	seen := make(map[grant]bool, len(s.leases))
 	for _, e := range s.expiries {
-		if l, ok := s.leases[e.name]; ok && !seen[e.name] && l.Token == e.token && l.ExpiresAt == e.at {
-			seen[e.name] = true
+		g := grant{e.name, e.token}
+		if l := s.slot(e.name, e.token); l != nil && !seen[g] && l.ExpiresAt == e.at {
+			seen[g] = true
 			kept = append(kept, e)
 		}
 	}
@@ -300,19 +397,40 @@ func (s *State) compactExpiries() {
 }
 
 func (a *applier) acquire(op Op) Result {
-	l, ok := a.live(op.Name)
-	if !ok {
-		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL)}
+	ls := a.live(op.Name)
+	if len(ls) == 0 {
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit)}
 	}
-	if l.Holder == op.Holder {
-		// Re-acquire by the holder is a renewal: same token, new TTL.
-		l.TTL = op.TTL
-		l.ExpiresAt = a.now + op.TTL
-		a.s.pushExpiry(l)
-		a.removeWaiter(op.Name, op.Holder)
-		return Result{Lease: *l}
+	if limit := effectiveLimit(ls[0].Limit); effectiveLimit(op.Limit) != limit {
+		// The limit of a name is fixed by its first grant while any
+		// grant of it is live.
+		return Result{Err: invalidf("%q is held with limit %d, not %d: every holder of a name asks for the same limit",
+			op.Name, limit, effectiveLimit(op.Limit))}
 	}
-	held := &HeldError{Name: l.Name, Holder: l.Holder, Token: l.Token, Remaining: l.Remaining(a.now)}
+	for _, l := range ls {
+		if l.Holder == op.Holder {
+			// Re-acquire by the holder is a renewal: same token, new TTL.
+			l.TTL = op.TTL
+			l.ExpiresAt = a.now + op.TTL
+			a.s.pushExpiry(l)
+			a.removeWaiter(op.Name, op.Holder)
+			return Result{Lease: *l}
+		}
+	}
+	if len(ls) < effectiveLimit(ls[0].Limit) {
+		// A free slot. Waiters are granted as soon as a slot frees, so
+		// none is waiting for this one.
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit)}
+	}
+	// Report the grant that expires first: the soonest a slot frees
+	// without a release.
+	l := ls[0]
+	for _, o := range ls[1:] {
+		if o.ExpiresAt < l.ExpiresAt {
+			l = o
+		}
+	}
+	held := &HeldError{Name: l.Name, Holder: l.Holder, Token: l.Token, Remaining: l.Remaining(a.now), Limit: l.Limit}
 	if !op.Wait {
 		// A plain try is the holder's answer that it no longer waits:
 		// leave the queue, or a later release would grant the name to a
@@ -325,7 +443,11 @@ func (a *applier) acquire(op Op) Result {
 }
 
 func (a *applier) enqueue(op Op) {
-	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: a.now + op.WaitTimeout}
+	limit := op.Limit
+	if limit <= 1 {
+		limit = 0
+	}
+	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: a.now + op.WaitTimeout, Limit: limit}
 	q := a.s.queues[op.Name]
 	for i := range q {
 		if q[i].Holder == op.Holder {
@@ -352,16 +474,22 @@ func (a *applier) removeWaiter(name, holder string) {
 	}
 }
 
-// check returns the live lease of name if token is its current grant.
+// check returns the live grant of name with token: the current grant of
+// a lease, or a held slot of a semaphore.
 func (a *applier) check(name string, token uint64) (*Lease, error) {
-	l, ok := a.live(name)
-	switch {
-	case !ok:
+	ls := a.live(name)
+	if len(ls) == 0 {
 		return nil, &StaleError{Name: name, Token: token, Detail: "the lease is not held (released or expired)"}
-	case l.Token != token:
-		return nil, &StaleError{Name: name, Token: token, Detail: "the current grant has another token"}
 	}
-	return l, nil
+	for _, l := range ls {
+		if l.Token == token {
+			return l, nil
+		}
+	}
+	if ls[0].Limit > 1 {
+		return nil, &StaleError{Name: name, Token: token, Detail: "no slot held now has this token"}
+	}
+	return nil, &StaleError{Name: name, Token: token, Detail: "the current grant has another token"}
 }
 
 func (a *applier) renew(op Op) Result {
@@ -372,6 +500,9 @@ func (a *applier) renew(op Op) Result {
 		if err != nil {
 			res[i].Err = err
 			continue
+		}
+		if r.TTL != 0 {
+			l.TTL = r.TTL
 		}
 		l.ExpiresAt = a.now + l.TTL
 		a.s.pushExpiry(l)
@@ -385,9 +516,16 @@ func (a *applier) release(op Op) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	delete(a.s.leases, op.Name)
+	ls := a.s.leases[op.Name]
+	kept := make([]*Lease, 0, len(ls)-1)
+	for _, o := range ls {
+		if o != l {
+			kept = append(kept, o)
+		}
+	}
+	a.setSlots(op.Name, kept)
 	a.emit(EventReleased, *l)
-	a.grantWaiter(op.Name)
+	a.grantWaiters(op.Name)
 	return Result{}
 }
 
@@ -411,7 +549,7 @@ func (a *applier) list(prefix string) Result {
 	sort.Strings(names)
 	var out []Lease
 	for _, name := range names {
-		if l, ok := a.live(name); ok {
+		for _, l := range a.live(name) {
 			out = append(out, *l)
 		}
 	}
@@ -467,8 +605,8 @@ func (a *applier) del(op Op) Result {
 	return Result{Revision: a.s.revision}
 }
 
-// expiry is a heap entry; it is stale once the lease it names was renewed,
-// released or re-granted.
+// expiry is a heap entry; it is stale once the grant it names (by name
+// and token) was renewed, released or expired.
 type expiry struct {
 	at    time.Duration
 	name  string
@@ -493,14 +631,17 @@ func (h *expiryHeap) Pop() any {
 	return x
 }
 
-// Leases returns the stored leases whose names start with prefix, sorted by
-// name, without settling them: some may have expired by cluster time but
-// not yet been freed by an OpExpire. It does not change the state.
+// Leases returns the stored grants whose names start with prefix, sorted
+// by name and, within a semaphore, in the order granted, without settling
+// them: some may have expired by cluster time but not yet been freed by an
+// OpExpire. It does not change the state.
 func (s *State) Leases(prefix string) []Lease {
 	var out []Lease
 	for _, name := range sortedKeys(s.leases) {
 		if strings.HasPrefix(name, prefix) {
-			out = append(out, *s.leases[name])
+			for _, l := range s.leases[name] {
+				out = append(out, *l)
+			}
 		}
 	}
 	return out

@@ -3,7 +3,9 @@ package lease
 import (
 	"bytes"
 	"errors"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -217,12 +219,12 @@ func TestRenew(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	refs := []Ref{
-		{"a", a.Token},     // ok
-		{"b", b.Token + 7}, // wrong token
-		{"c", c.Token},     // expired at 5s
-		{"d", d.Token},     // released
-		{"e", 1},           // never held
-		{"a", a.Token},     // the same ref twice is fine
+		{Name: "a", Token: a.Token},     // ok
+		{Name: "b", Token: b.Token + 7}, // wrong token
+		{Name: "c", Token: c.Token},     // expired at 5s
+		{Name: "d", Token: d.Token},     // released
+		{Name: "e", Token: 1},           // never held
+		{Name: "a", Token: a.Token},     // the same ref twice is fine
 	}
 	r, ev := apply1(t, s, 6*sec, renew(refs...))
 	if r.Err != nil {
@@ -337,7 +339,7 @@ func TestOpExpire(t *testing.T) {
 	}{{"b", 5 * sec}, {"a", 5 * sec}, {"m", 3 * sec}, {"z", 10 * sec}, {"r", 4 * sec}} {
 		ls[g.name] = mustGrant(t, s, 0, g.name, "h", g.ttl)
 	}
-	r, _ := apply1(t, s, 2*sec, renew(Ref{"r", ls["r"].Token}))
+	r, _ := apply1(t, s, 2*sec, renew(Ref{Name: "r", Token: ls["r"].Token}))
 	ls["r"] = r.Renewed[0].Lease // expires at 6s now
 
 	_, ev := apply1(t, s, 5*sec, Op{Type: OpExpire})
@@ -830,10 +832,10 @@ func TestValidate(t *testing.T) {
 		{"negative wait_timeout", with(func(o *Op) { o.Wait, o.WaitTimeout = true, -1 }), "wait_timeout"},
 		{"wait_timeout without wait", with(func(o *Op) { o.WaitTimeout = sec }), "wait_timeout"},
 
-		{"renew", renew(Ref{"a", 1}, Ref{"b", 2}), ""},
+		{"renew", renew(Ref{Name: "a", Token: 1}, Ref{Name: "b", Token: 2}), ""},
 		{"empty renew", renew(), "renew"},
-		{"renew with token 0", renew(Ref{"a", 1}, Ref{"b", 0}), "token"},
-		{"renew with an empty name", renew(Ref{"", 1}), "name"},
+		{"renew with token 0", renew(Ref{Name: "a", Token: 1}, Ref{Name: "b", Token: 0}), "token"},
+		{"renew with an empty name", renew(Ref{Name: "", Token: 1}), "name"},
 		{"renew with too many refs", renew(make([]Ref, lim.MaxRenew+1)...), "renewal"},
 
 		{"release", rel("a", 1), ""},
@@ -864,7 +866,7 @@ func TestValidate(t *testing.T) {
 		{"cancel wait without a name", Op{Type: OpCancelWait, Holder: "h"}, "name"},
 		{"expire", Op{Type: OpExpire}, ""},
 		{"unknown type", Op{Type: 0}, "unknown"},
-		{"unknown type 11", Op{Type: 11, Name: "a"}, "unknown"},
+		{"unknown type 12", Op{Type: 12, Name: "a"}, "unknown"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := lim.Validate(tc.op)
@@ -900,9 +902,9 @@ func TestNextDeadline(t *testing.T) {
 	a := mustGrant(t, s, 0, "a", "h", 10*sec)
 	b := mustGrant(t, s, 0, "b", "h", 20*sec)
 	want(10 * sec)
-	apply1(t, s, 5*sec, renew(Ref{"a", a.Token})) // a: 15s
+	apply1(t, s, 5*sec, renew(Ref{Name: "a", Token: a.Token})) // a: 15s
 	want(15 * sec)
-	apply1(t, s, 12*sec, renew(Ref{"a", a.Token})) // a: 22s, b: 20s
+	apply1(t, s, 12*sec, renew(Ref{Name: "a", Token: a.Token})) // a: 22s, b: 20s
 	want(20 * sec)
 	apply1(t, s, 13*sec, acq("b", "h", 30*sec)) // b: 43s
 	want(22 * sec)
@@ -910,7 +912,7 @@ func TestNextDeadline(t *testing.T) {
 	want(16 * sec)
 	apply1(t, s, 14*sec, rel("a", a.Token))
 	want(43 * sec)
-	apply1(t, s, 14*sec, renew(Ref{"b", b.Token + 1})) // rejected: no change
+	apply1(t, s, 14*sec, renew(Ref{Name: "b", Token: b.Token + 1})) // rejected: no change
 	want(43 * sec)
 	// Stale entries were dropped along the way.
 	if len(s.expiries) > 2 {
@@ -938,7 +940,7 @@ func TestExpiryHeapStaysBounded(t *testing.T) {
 		if i%2 == 0 {
 			now -= time.Millisecond // same cluster time twice in a row
 		}
-		r, _ := apply1(t, s, now, renew(Ref{"a", l.Token}))
+		r, _ := apply1(t, s, now, renew(Ref{Name: "a", Token: l.Token}))
 		if r.Renewed[0].Err != nil {
 			t.Fatal(r.Renewed[0].Err)
 		}
@@ -959,7 +961,10 @@ func TestReadSnapshotRejects(t *testing.T) {
 		{"empty", ""},
 		{"not JSON", "nope"},
 		{"truncated", good[:len(good)/2]},
-		{"future version", strings.Replace(good, `"version":1`, `"version":2`, 1)},
+		{"future version", strings.Replace(good, `"version":1`, `"version":3`, 1)},
+		{"limit in version 1", strings.Replace(good, `"ExpiresAt":10000000000}`, `"ExpiresAt":10000000000,"Limit":2}`, 1)},
+		{"limit 1 in version 2", strings.Replace(strings.Replace(good, `"version":1`, `"version":2`, 1), `"ExpiresAt":10000000000}`, `"ExpiresAt":10000000000,"Limit":1}`, 1)},
+		{"two plain grants of a name", strings.Replace(good, `}],"queues"`, `},{"Name":"a","Holder":"g","Token":1,"TTL":1,"GrantedAt":0,"ExpiresAt":1}],"queues"`, 1)},
 		{"no version", strings.Replace(good, `"version":1,`, ``, 1)},
 		{"token above last token", strings.Replace(good, `"last_token":1`, `"last_token":0`, 1)},
 	} {
@@ -1172,5 +1177,101 @@ func TestPlainTryLeavesQueue(t *testing.T) {
 	}
 	if l, ok := s.Lease("x"); ok {
 		t.Fatalf("release granted x to %q, which had stopped waiting", l.Holder)
+	}
+}
+
+// TestSnapshotV1Golden reads a snapshot written by the first format
+// (testdata/snapshot-v1.json): nodes keep such snapshots on disk, so it
+// must restore the same state forever.
+func TestSnapshotV1Golden(t *testing.T) {
+	data, err := os.ReadFile("testdata/snapshot-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadSnapshot(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Now() != 2*sec || s.LastToken() != 2 || s.Revision() != 3 {
+		t.Fatalf("now %s, last token %d, revision %d; want 2s, 2, 3", s.Now(), s.LastToken(), s.Revision())
+	}
+	want := Lease{Name: "a", Holder: "h1", Token: 1, TTL: 10 * sec, GrantedAt: sec, ExpiresAt: 11 * sec}
+	if l, ok := s.Lease("a"); !ok || l != want {
+		t.Fatalf("Lease(a) = %+v, %v; want %+v", l, ok, want)
+	}
+	if w := s.Waiters("a"); !slices.Equal(w, []string{"h2"}) {
+		t.Fatalf("Waiters(a) = %q, want [h2]", w)
+	}
+	// The fence of the deleted key k2 is kept: token 1 may not write it.
+	r, _ := apply1(t, s, 2*sec, put("k2", "x", "a", 1))
+	wantErr(t, r.Err, ErrStaleToken)
+	r, _ = apply1(t, s, 2*sec, Op{Type: OpKVGet, Key: "k1"})
+	if r.Err != nil || string(r.Entry.Value) != "v1" || r.Entry.Token != 1 {
+		t.Fatalf("k1 = %+v, %v", r.Entry, r.Err)
+	}
+	// The queued h2 gets a once a is released, with the next token.
+	r, _ = apply1(t, s, 3*sec, rel("a", 1))
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if l, ok := s.Lease("a"); !ok || l.Holder != "h2" || l.Token != 3 {
+		t.Fatalf("Lease(a) after release = %+v, %v; want h2 with token 3", l, ok)
+	}
+}
+
+func TestRenewWithTTL(t *testing.T) {
+	s := New()
+	a := mustGrant(t, s, 0, "a", "h1", 10*sec)
+	r, _ := apply1(t, s, 2*sec, renew(Ref{Name: "a", Token: a.Token, TTL: 30 * sec}))
+	want := a
+	want.TTL, want.ExpiresAt = 30*sec, 32*sec
+	if got := r.Renewed[0]; got.Err != nil || got.Lease != want {
+		t.Fatalf("renew with ttl 30s = %+v, %v; want %+v", got.Lease, got.Err, want)
+	}
+	// Later renewals keep the new TTL.
+	r, _ = apply1(t, s, 5*sec, renew(Ref{Name: "a", Token: a.Token}))
+	want.ExpiresAt = 35 * sec
+	if got := r.Renewed[0]; got.Err != nil || got.Lease != want {
+		t.Fatalf("plain renew = %+v, %v; want %+v", got.Lease, got.Err, want)
+	}
+	// A stale ref changes nothing, TTL included.
+	r, _ = apply1(t, s, 6*sec, renew(Ref{Name: "a", Token: a.Token + 1, TTL: 3 * sec}))
+	wantErr(t, r.Renewed[0].Err, ErrStaleToken)
+	if l, _ := s.Lease("a"); l != want {
+		t.Fatalf("a after a stale renewal = %+v, want %+v", l, want)
+	}
+	// The TTL is bounded like an acquire's.
+	lim := DefaultLimits()
+	for _, ttl := range []time.Duration{-sec, sec, 25 * time.Hour} {
+		if err := lim.Validate(renew(Ref{Name: "a", Token: 1, TTL: ttl})); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "ttl") {
+			t.Errorf("Validate(renew with ttl %s) = %v, want an invalid ttl", ttl, err)
+		}
+	}
+	if err := lim.Validate(renew(Ref{Name: "a", Token: 1, TTL: 2 * sec})); err != nil {
+		t.Errorf("Validate(renew with ttl 2s) = %v", err)
+	}
+}
+
+func TestKVList(t *testing.T) {
+	s := New()
+	a := mustGrant(t, s, 0, "a", "h1", 10*sec)
+	apply(t, s, sec,
+		put("reports/b", "2", "a", a.Token), put("reports/a", "1", "a", a.Token),
+		put("other", "x", "a", a.Token), put("reports/c", "3", "a", a.Token),
+		del("reports/c", "a", a.Token))
+	r, _ := apply1(t, s, sec, Op{Type: OpKVList, Prefix: "reports/"})
+	if r.Err != nil || len(r.Entries) != 2 || r.Entries[0].Key != "reports/a" || string(r.Entries[1].Value) != "2" || r.Entries[1].Revision != 1 {
+		t.Fatalf("kv list reports/ = %+v, %v; want reports/a and reports/b", r.Entries, r.Err)
+	}
+	r, _ = apply1(t, s, sec, Op{Type: OpKVList})
+	if len(r.Entries) != 3 {
+		t.Fatalf("kv list = %+v, want 3 keys", r.Entries)
+	}
+	r.Entries[0].Value[0] = 'X' // results are copies
+	if r, _ := apply1(t, s, sec, Op{Type: OpKVGet, Key: "other"}); string(r.Entry.Value) != "x" {
+		t.Fatalf("the list shares memory with the store: %q", r.Entry.Value)
+	}
+	if err := DefaultLimits().Validate(Op{Type: OpKVList, Prefix: strings.Repeat("p", 257)}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Validate(long prefix) = %v", err)
 	}
 }

@@ -237,7 +237,7 @@ func (n *Node) Acquire(ctx context.Context, op lease.Op) (lease.Result, error) {
 		// in the same batch renews it and returns it.
 		res, err := n.Do(ctx,
 			lease.Op{Type: lease.OpCancelWait, Name: op.Name, Holder: op.Holder},
-			lease.Op{Type: lease.OpAcquire, Name: op.Name, Holder: op.Holder, TTL: op.TTL})
+			lease.Op{Type: lease.OpAcquire, Name: op.Name, Holder: op.Holder, TTL: op.TTL, Limit: op.Limit})
 		if err != nil {
 			return lease.Result{}, err
 		}

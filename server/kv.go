@@ -47,6 +47,30 @@ func (k *kvService) Get(ctx context.Context, req *connect.Request[tenurev1.KVGet
 		})
 }
 
+func (k *kvService) List(ctx context.Context, req *connect.Request[tenurev1.KVListRequest]) (*connect.Response[tenurev1.KVListResponse], error) {
+	op := lease.Op{Type: lease.OpKVList, Prefix: req.Msg.GetPrefix()}
+	keysOnly := req.Msg.GetKeysOnly()
+	return handle(ctx, k.s, req, op,
+		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.KVListRequest]) (*connect.Response[tenurev1.KVListResponse], error) {
+			return c.kv.List
+		},
+		func(ctx context.Context) (*tenurev1.KVListResponse, error) {
+			res, err := k.s.do(ctx, op)
+			if err != nil {
+				return nil, err
+			}
+			out := &tenurev1.KVListResponse{Entries: make([]*tenurev1.KVEntry, 0, len(res.Entries))}
+			for _, e := range res.Entries {
+				pe := &tenurev1.KVEntry{Key: e.Key, Value: e.Value, Token: e.Token, Lease: e.Lease, Revision: e.Revision}
+				if keysOnly {
+					pe.Value = nil
+				}
+				out.Entries = append(out.Entries, pe)
+			}
+			return out, nil
+		})
+}
+
 func (k *kvService) Delete(ctx context.Context, req *connect.Request[tenurev1.KVDeleteRequest]) (*connect.Response[tenurev1.KVDeleteResponse], error) {
 	m := req.Msg
 	op := lease.Op{Type: lease.OpDelete, Key: m.GetKey(), Name: m.GetLease(), Token: m.GetToken()}

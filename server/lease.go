@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"math"
 
 	"connectrpc.com/connect"
 
@@ -67,6 +68,7 @@ func (l *leaseService) Acquire(ctx context.Context, req *connect.Request[tenurev
 		TTL:         m.GetTtl().AsDuration(),
 		Wait:        m.GetWait(),
 		WaitTimeout: m.GetWaitTimeout().AsDuration(),
+		Limit:       int(min(m.GetLimit(), math.MaxInt32)),
 	}
 	if _, ok := ctx.Deadline(); !ok && op.Wait {
 		// A wait may last up to its wait timeout: the forwarding
@@ -100,7 +102,7 @@ func (l *leaseService) Acquire(ctx context.Context, req *connect.Request[tenurev
 func (l *leaseService) Renew(ctx context.Context, req *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
 	op := lease.Op{Type: lease.OpRenew}
 	for _, r := range req.Msg.GetLeases() {
-		op.Refs = append(op.Refs, lease.Ref{Name: r.GetName(), Token: r.GetToken()})
+		op.Refs = append(op.Refs, lease.Ref{Name: r.GetName(), Token: r.GetToken(), TTL: r.GetTtl().AsDuration()})
 	}
 	return handle(ctx, l.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
@@ -152,7 +154,11 @@ func (l *leaseService) Get(ctx context.Context, req *connect.Request[tenurev1.Ge
 			if err != nil {
 				return nil, err
 			}
-			return &tenurev1.GetResponse{Lease: wire.LeaseToProto(res.Lease, res.Now)}, nil
+			out := &tenurev1.GetResponse{Lease: wire.LeaseToProto(res.Lease, res.Now)}
+			for _, l := range res.Leases {
+				out.Slots = append(out.Slots, wire.LeaseToProto(l, res.Now))
+			}
+			return out, nil
 		})
 }
 

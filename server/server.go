@@ -87,7 +87,8 @@ func New(cfg Config) (*Server, error) {
 	// when the client accepts it.
 	opts := connect.WithHandlerOptions(
 		connect.WithInterceptors(s.metrics.interceptor()),
-		connect.WithCompressMinBytes(compressMinBytes))
+		connect.WithCompressMinBytes(compressMinBytes),
+		connect.WithCodec(jsonCodec{}))
 	mux := http.NewServeMux()
 	mux.Handle(tenurev1connect.NewLeaseServiceHandler(&leaseService{s}, opts))
 	mux.Handle(tenurev1connect.NewKVServiceHandler(&kvService{s}, opts))

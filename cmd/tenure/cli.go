@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tenure-io/tenure/client"
 )
@@ -16,17 +18,21 @@ import (
 const topUsage = `Usage: tenure [global flags] COMMAND [ARGS] [flags]
 
 Commands:
-  acquire NAME [--holder H] [--ttl 10s] [--wait [--timeout 30s]]
-  renew NAME --token T
+  acquire NAME [--holder H] [--ttl 10s] [--limit N] [--wait [--timeout 30s]]
+  renew NAME --token T [--ttl D]
   release NAME --token T
   get NAME
   list [PREFIX]
   watch [PREFIX]
   status
   kv put KEY VALUE --lease NAME --token T
-  kv get KEY
+  kv get KEY [--print-value-only]
+  kv list [PREFIX] [--keys-only]
   kv delete KEY --lease NAME --token T
-  run NAME [--ttl 10s] [--kill-after D] -- CMD [ARGS...]   run CMD holding the lease
+  run NAME [--ttl 10s] [--limit N] [--kill-after D] -- CMD [ARGS...]   run CMD holding the lease
+  elect NAME [PROPOSAL]        campaign; print the token when leading
+  elect --listen NAME          print each new leader
+  completion bash|zsh|fish     shell completion script
   demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--postgres URL]
                          see fencing at work
   fence install --postgres URL [--schema S]   install tenure_fence in Postgres
@@ -34,13 +40,17 @@ Commands:
 Global flags (before or after the command):
   --endpoints ADDRS      comma-separated API addresses (env TENURE_ENDPOINTS,
                          default 127.0.0.1:7400)
-  -o, --output FORMAT    text or json (one JSON object per line)
+  -o, --output FORMAT    text or json (one JSON object per line; errors too,
+                         on stderr)
   --request-timeout D    how long to keep trying an unreachable cluster
                          (default 5s; acquire --wait adds its timeout)
+  --version              print the version
 
-Exit codes: 0 ok, 1 failure (unreachable, not found), 2 bad usage or invalid
-argument, 3 held by another holder, 4 rejected by fencing (stale token).
-tenure run exits with its command's code, or 4 if the lease was lost.
+Exit codes: 0 ok; 1 failure (unreachable, internal); 2 bad usage or invalid
+argument; 3 held by another holder (or acquire --wait timed out); 4 rejected
+by fencing (stale token); 6 not found; 7 release of a grant that is no longer
+live (already released or expired). tenure run exits with its command's
+code, or 4 if the lease was lost.
 
 Run 'tenure COMMAND -h' for the flags of a command.
 `
@@ -75,8 +85,14 @@ func (g *globals) check() error {
 	if g.requestTimeout <= 0 {
 		return fmt.Errorf("--request-timeout must be positive, got %s", g.requestTimeout)
 	}
-	if len(g.endpointList()) == 0 {
+	eps := g.endpointList()
+	if len(eps) == 0 {
 		return errors.New("--endpoints is empty")
+	}
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = eps
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("--endpoints: %s", strings.TrimPrefix(err.Error(), "client: "))
 	}
 	return nil
 }
@@ -108,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return exitOK
 	}
 	if err != nil {
-		report(stderr, err)
+		report(stderr, err, a.g.output == "json")
 	}
 	return exitCode(err)
 }
@@ -117,9 +133,13 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("tenure", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	a.g.register(fs)
+	showVersion := fs.Bool("version", false, "print the version")
 	// No reordering here: the first positional argument is the command.
 	if err := fs.Parse(args); err != nil {
 		return flagError(err, topUsage, topUsage)
+	}
+	if *showVersion {
+		return a.version(fs.Args())
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
@@ -145,6 +165,12 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.kv(ctx, args)
 	case "run":
 		return a.runCommand(ctx, args)
+	case "elect":
+		return a.elect(ctx, args)
+	case "completion":
+		return a.completion(args)
+	case "version":
+		return a.version(args)
 	case "demo":
 		return a.demo(ctx, args)
 	case "fence":
@@ -162,6 +188,9 @@ type command struct {
 	// printed after a usage error.
 	help  string
 	usage string
+	// optional names the optional positional argument after the
+	// required ones (PREFIX), for error messages.
+	optional string
 }
 
 // newCommand returns a command whose flag set has the global flags;
@@ -196,11 +225,37 @@ func (a *app) parse(c *command, args []string, required []string, max int) ([]st
 	if err := a.g.check(); err != nil {
 		return nil, &usageError{msg: err.Error(), usage: c.usage}
 	}
+	for i, p := range pos {
+		label := c.optional
+		if i < len(required) {
+			label = required[i]
+		}
+		if label == "VALUE" {
+			continue // a value may be any bytes
+		}
+		if !utf8.ValidString(p) {
+			return nil, &usageError{msg: fmt.Sprintf("%s %q is not valid UTF-8", label, p), usage: c.usage}
+		}
+	}
+	var bad error
+	c.fs.Visit(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		if s, ok := g.Get().(string); ok && bad == nil && !utf8.ValidString(s) {
+			bad = &usageError{msg: fmt.Sprintf("--%s %q is not valid UTF-8", f.Name, s), usage: c.usage}
+		}
+	})
+	if bad != nil {
+		return nil, bad
+	}
 	return pos, nil
 }
 
 // parsePrefix parses the optional PREFIX of list and watch.
 func (a *app) parsePrefix(c *command, args []string) (string, error) {
+	c.optional = "PREFIX"
 	pos, err := a.parse(c, args, nil, 1)
 	if err != nil || len(pos) == 0 {
 		return "", err
@@ -208,21 +263,53 @@ func (a *app) parsePrefix(c *command, args []string) (string, error) {
 	return pos[0], nil
 }
 
+// flagAliases are short names printed with their long flag in help.
+var flagAliases = map[string]string{"o": "output"}
+
+// flagDefaults lists the flags of fs for help: each once (a short alias
+// beside its long name), with two dashes, its value name, its meaning and
+// its default.
 func flagDefaults(fs *flag.FlagSet) string {
+	short := make(map[string]string)
+	for s, long := range flagAliases {
+		if fs.Lookup(s) != nil {
+			short[long] = s
+		}
+	}
 	var b strings.Builder
-	fs.SetOutput(&b)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
+	fs.VisitAll(func(f *flag.Flag) {
+		if long, ok := flagAliases[f.Name]; ok && fs.Lookup(long) != nil {
+			return // printed with its long name
+		}
+		value, usage := flag.UnquoteUsage(f)
+		b.WriteString("  ")
+		if s, ok := short[f.Name]; ok {
+			b.WriteString("-" + s + ", ")
+		}
+		b.WriteString("--" + f.Name)
+		if value != "" {
+			b.WriteString(" " + value)
+		}
+		b.WriteString("\n        " + strings.ReplaceAll(usage, "\n", "\n        "))
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			fmt.Fprintf(&b, " (default %s)", f.DefValue)
+		}
+		b.WriteString("\n")
+	})
 	return b.String()
 }
 
+// dashFlag matches a flag name as package flag prints it in errors.
+var dashFlag = regexp.MustCompile(`(^|flag |: )-([A-Za-z])`)
+
 // flagError turns an error of flag.FlagSet.Parse into a help request,
-// which prints help, or a usage error, which prints usage.
+// which prints help, or a usage error, which prints usage. Flags in its
+// message get two dashes, as in the help.
 func flagError(err error, help, usage string) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return &helpRequest{usage: help}
 	}
-	return &usageError{msg: err.Error(), usage: usage}
+	return &usageError{msg: dashFlag.ReplaceAllString(err.Error(), "$1--$2"), usage: usage}
 }
 
 // interspersed returns args with the flags first, so flags may come after

@@ -7,12 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tenure-io/tenure/client"
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/internal/fakeserver"
 	"github.com/tenure-io/tenure/lease"
 )
@@ -30,7 +33,9 @@ func TestExitCode(t *testing.T) {
 		{"held sentinel", client.ErrLeaseHeld, exitHeld},
 		{"stale", &lease.StaleError{Name: "x", Token: 2}, exitFenced},
 		{"stale wrapped", fmt.Errorf("renew: %w", client.ErrStaleToken), exitFenced},
-		{"not found", &notFoundError{what: `lease "x"`, err: client.ErrNotFound}, exitFailure},
+		{"not found", &notFoundError{what: `lease "x"`, err: client.ErrNotFound}, exitNotFound},
+		{"released", &releasedError{name: "x", token: 2, err: client.ErrStaleToken}, exitReleased},
+		{"wait timed out", &waitedError{waited: 2 * time.Second, held: &client.HeldError{Name: "x"}}, exitHeld},
 		{"unavailable", client.ErrUnavailable, exitFailure},
 		{"indeterminate", client.ErrIndeterminate, exitFailure},
 		{"deadline", context.DeadlineExceeded, exitFailure},
@@ -116,9 +121,10 @@ func TestTextOutput(t *testing.T) {
 		{[]string{"release", "jobs/x", "--token", "3"}, "released jobs/x (token 3)\n"},
 		{[]string{"list"}, "a held by h1, token 1, ttl 5s, 4.98s remaining\nb held by h2, token 2, ttl 10s, 9.98s remaining\n"},
 		{[]string{"kv", "put", "k", "v1", "--lease", "jobs/x", "--token", "3"}, "put k (revision 7)\n"},
-		{[]string{"kv", "get", "k"}, "k = \"v1\" (lease jobs/x, token 3, revision 7)\n"},
+		{[]string{"kv", "get", "k"}, "k = v1 (lease jobs/x, token 3, revision 7)\n"},
+		{[]string{"kv", "get", "k", "--print-value-only"}, "v1"},
 		{[]string{"kv", "delete", "k", "--lease", "jobs/x", "--token", "3"}, "deleted k (revision 8)\n"},
-		{[]string{"-o", "json", "kv", "get", "k"}, `{"key":"k","value":"v1","lease":"jobs/x","token":3,"revision":7}` + "\n"},
+		{[]string{"-o", "json", "kv", "get", "k"}, `{"key":"k","value":"v1","encoding":"utf-8","lease":"jobs/x","token":3,"revision":7}` + "\n"},
 		{[]string{"-o", "json", "release", "jobs/x", "--token", "3"}, `{"name":"jobs/x","token":3,"released":true}` + "\n"},
 	}
 	for _, tt := range tests {
@@ -159,7 +165,7 @@ func TestExitCodes(t *testing.T) {
 		{"held", []string{"acquire", "jobs/held", "--holder", "a"}, exitHeld,
 			"tenure: jobs/held is held by b (token 3, 4.2s remaining)\n", nil},
 		{"wait timed out", []string{"acquire", "jobs/held", "--holder", "a", "--wait", "--timeout", "2s"}, exitHeld,
-			"tenure: jobs/held is held by b (token 3, 4.2s remaining)\n", func(t *testing.T) {
+			"tenure: waited 2s for jobs/held: held by b (token 3, 4.2s remaining)\n", func(t *testing.T) {
 				if req := c.lastAcquire(); !req.GetWait() || req.GetWaitTimeout().AsDuration() > 2*time.Second ||
 					req.GetWaitTimeout().AsDuration() < time.Second {
 					t.Errorf("acquire request = %v, want a wait of about 2s", req)
@@ -167,14 +173,14 @@ func TestExitCodes(t *testing.T) {
 			}},
 		{"renew stale", []string{"renew", "jobs/x", "--token", "2"}, exitFenced,
 			"tenure: lease: stale token 2 for \"jobs/x\": the current grant has another token\n", nil},
-		{"release stale", []string{"release", "jobs/x", "--token", "2"}, exitFenced,
-			"tenure: lease: stale token 2 for \"jobs/x\": the current grant has another token\n", nil},
+		{"release stale", []string{"release", "jobs/x", "--token", "2"}, exitReleased,
+			"tenure: jobs/x: no live grant has token 2 (already released, expired, or replaced by a newer grant); nothing to release\n", nil},
 		{"put stale", []string{"kv", "put", "k", "v", "--lease", "jobs/x", "--token", "2"}, exitFenced,
 			"tenure: lease: stale token 2 for \"jobs/x\": the current grant has another token\n", nil},
 		{"delete stale", []string{"kv", "delete", "k", "--lease", "jobs/x", "--token", "2"}, exitFenced,
 			"tenure: lease: stale token 2 for \"jobs/x\": the current grant has another token\n", nil},
-		{"get missing", []string{"get", "jobs/none"}, exitFailure, "tenure: lease \"jobs/none\" not found\n", nil},
-		{"kv get missing", []string{"kv", "get", "nokey"}, exitFailure, "tenure: key \"nokey\" not found\n", nil},
+		{"get missing", []string{"get", "jobs/none"}, exitNotFound, "tenure: lease \"jobs/none\" not found\n", nil},
+		{"kv get missing", []string{"kv", "get", "nokey"}, exitNotFound, "tenure: key \"nokey\" not found\n", nil},
 		{"invalid from server", []string{"acquire", "jobs/x", "--ttl", "1s"}, exitUsage,
 			"tenure: lease: invalid argument: ttl 1s is below the minimum of 2s\n", nil},
 	}
@@ -227,15 +233,19 @@ func TestBadUsage(t *testing.T) {
 	}{
 		{nil, "no command given"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
-		{[]string{"--bogus", "get", "x"}, "flag provided but not defined: -bogus"},
-		{[]string{"acquire", "jobs/x", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"--bogus", "get", "x"}, "flag provided but not defined: --bogus"},
+		{[]string{"acquire", "jobs/x", "--bogus"}, "flag provided but not defined: --bogus"},
 		{[]string{"acquire"}, "missing NAME"},
 		{[]string{"acquire", "--holder", "a"}, "missing NAME"},
-		{[]string{"acquire", "jobs/x", "--ttl", "abc"}, `invalid value "abc" for flag -ttl`},
-		{[]string{"acquire", "jobs/x", "--ttl", "-1s"}, "--ttl must be positive"},
+		{[]string{"acquire", "jobs/x", "--ttl", "abc"}, `invalid value "abc" for flag --ttl`},
+		{[]string{"acquire", "jobs/x", "--ttl", "-1s"}, "for flag --ttl: must be a duration"},
+		{[]string{"acquire", "jobs/x", "--ttl", "9999999h"}, `invalid value "9999999h" for flag --ttl: must be a duration such as 10s or 1m30s, from the server's minimum TTL (2s by default; see 'tenure status') up to 24h`},
+		{[]string{"acquire", "jobs/x", "--ttl", "25h"}, "up to 24h"},
+		{[]string{"renew", "jobs/x", "--token", "1", "--ttl", "25h"}, "for flag --ttl: must be a duration"},
+		{[]string{"get", "x", "--endpoints", "127.0.0.1:99999"}, `--endpoints: endpoint "127.0.0.1:99999": port "99999" is not a number from 1 to 65535`},
 		{[]string{"acquire", "jobs/x", "--timeout", "5s"}, "--timeout needs --wait"},
 		{[]string{"acquire", "jobs/x", "jobs/y"}, `unexpected argument "jobs/y"`},
-		{[]string{"renew", "jobs/x", "--token", "x"}, `invalid value "x" for flag -token: must be a positive integer`},
+		{[]string{"renew", "jobs/x", "--token", "x"}, `invalid value "x" for flag --token: must be a positive integer`},
 		{[]string{"renew", "jobs/x", "--token", "0"}, "must be a positive integer"},
 		{[]string{"renew", "jobs/x", "--token", "-3"}, "must be a positive integer"},
 		{[]string{"renew", "jobs/x"}, "--token is required"},
@@ -283,7 +293,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"-h"}, "Usage: tenure [global flags] COMMAND"},
 		{[]string{"--help"}, "Usage: tenure [global flags] COMMAND"},
 		{[]string{"help"}, "Usage: tenure [global flags] COMMAND"},
-		{[]string{"acquire", "-h"}, "Usage: tenure acquire NAME [--holder H] [--ttl 10s] [--wait [--timeout 30s]]"},
+		{[]string{"acquire", "-h"}, "Usage: tenure acquire NAME [--holder H] [--ttl 10s] [--limit N] [--wait [--timeout 30s]]"},
 		{[]string{"acquire", "jobs/x", "--help"}, "-holder name"},
 		{[]string{"kv", "-h"}, "Usage: tenure kv COMMAND"},
 		{[]string{"kv", "put", "--help"}, "Usage: tenure kv put KEY VALUE --lease NAME --token T"},
@@ -330,5 +340,244 @@ func TestStatus(t *testing.T) {
 	}
 	if st.NodeID != "n1" || st.LeaderID != "n1" || st.Term != 2 || st.CommitIndex != 41 || len(st.Members) != 2 || !st.Members[0].Leader || st.MinTTL != "2s" {
 		t.Errorf("status -o json = %+v", st)
+	}
+}
+
+// TestHelpFlagsOnce: -h lists each flag once, with two dashes, the short
+// -o beside --output.
+func TestHelpFlagsOnce(t *testing.T) {
+	for _, args := range [][]string{{"acquire", "-h"}, {"kv", "get", "-h"}, {"run", "-h"}, {"elect", "-h"}, {"renew", "-h"}} {
+		res := runCLI(t.Context(), nil, args...)
+		if res.code != exitOK {
+			t.Fatalf("%q: code %d", args, res.code)
+		}
+		flags := res.stdout[strings.Index(res.stdout, "Flags:"):]
+		for _, line := range strings.Split(flags, "\n") {
+			if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") && !strings.HasPrefix(line, "  -o, --output") {
+				t.Errorf("%q: flag line %q has one dash", args, line)
+			}
+		}
+		if n := strings.Count(flags, "--output"); n != 1 {
+			t.Errorf("%q: --output listed %d times:\n%s", args, n, flags)
+		}
+		if strings.Contains(flags, "\n  -output") || strings.Contains(flags, "\n  -o ") {
+			t.Errorf("%q: the output flag is listed twice:\n%s", args, flags)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		res := runCLI(t.Context(), nil, args...)
+		if res.code != exitOK || !strings.HasPrefix(res.stdout, "tenure ") || !strings.Contains(res.stdout, "go1.") {
+			t.Errorf("%q: code %d, stdout %q", args, res.code, res.stdout)
+		}
+	}
+}
+
+// TestCompletionKnowsEveryFlag keeps the completion table in step with
+// the flags each command really has.
+func TestCompletionKnowsEveryFlag(t *testing.T) {
+	global := map[string]bool{"--endpoints": true, "--output": true, "-o": true, "--request-timeout": true}
+	check := func(args []string, want []string) {
+		t.Helper()
+		res := runCLI(t.Context(), nil, append(args, "-h")...)
+		var got []string
+		for _, line := range strings.Split(res.stdout, "\n") {
+			if !strings.HasPrefix(line, "  -") {
+				continue
+			}
+			for _, f := range strings.Fields(strings.ReplaceAll(line, ",", "")) {
+				if strings.HasPrefix(f, "-") && !global[f] {
+					got = append(got, f)
+				}
+			}
+		}
+		slices.Sort(got)
+		want = slices.Sorted(slices.Values(want))
+		if !slices.Equal(got, want) {
+			t.Errorf("%q has the flags %q, the completion knows %q", args, got, want)
+		}
+	}
+	for cmd, flags := range commandFlags {
+		switch cmd {
+		case "kv", "fence", "completion", "version", "help":
+			continue
+		}
+		check([]string{cmd}, flags)
+	}
+	for cmd, subs := range subcommandFlags {
+		for sub, flags := range subs {
+			check([]string{cmd, sub}, flags)
+		}
+	}
+	// Every command of the usage is completed.
+	cmds := topUsage[strings.Index(topUsage, "Commands:"):strings.Index(topUsage, "Global flags")]
+	for _, line := range strings.Split(cmds, "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "[") && line[2] != ' ' {
+			if _, ok := commandFlags[f[0]]; !ok {
+				t.Errorf("the command %q is not completed", f[0])
+			}
+		}
+	}
+}
+
+func TestCompletionScripts(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		res := runCLI(t.Context(), nil, "completion", shell)
+		if res.code != exitOK || !strings.Contains(res.stdout, "elect") || !strings.Contains(res.stdout, "print-value-only") {
+			t.Errorf("completion %s: code %d, stdout %q", shell, res.code, res.stdout)
+		}
+	}
+	if res := runCLI(t.Context(), nil, "completion", "tcsh"); res.code != exitUsage {
+		t.Errorf("completion tcsh: code %d, want 2", res.code)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash to run the bash script")
+	}
+	script := runCLI(t.Context(), nil, "completion", "bash").stdout
+	for _, tc := range []struct{ line, want string }{
+		{"tenure ac", "acquire"},
+		{"tenure acquire x --li", "--limit"},
+		{"tenure kv l", "list"},
+		{"tenure kv get k --pr", "--print-value-only"},
+		{"tenure el", "elect"},
+		{"tenure elect x --li", "--listen"},
+		{"tenure completion f", "fish"},
+		{"tenure fence i", "install"},
+		{"tenure fence install --sch", "--schema"},
+		{"tenure --ver", "--version"},
+	} {
+		words := strings.Fields(tc.line)
+		prog := script + fmt.Sprintf("\nCOMP_WORDS=(%s); COMP_CWORD=%d; _tenure; echo \"${COMPREPLY[@]}\"\n",
+			strings.Join(words, " "), len(words)-1)
+		out, err := exec.CommandContext(t.Context(), bash, "-c", prog).Output()
+		if err != nil || !slices.Contains(strings.Fields(string(out)), tc.want) {
+			t.Errorf("completing %q: %q, %v; want %s among them", tc.line, out, err, tc.want)
+		}
+	}
+}
+
+func TestJSONErrors(t *testing.T) {
+	c := startCluster(t)
+	env := map[string]string{"TENURE_ENDPOINTS": c.addr}
+	tests := []struct {
+		args []string
+		want map[string]any
+	}{
+		{[]string{"acquire", "jobs/held", "--holder", "a", "-o", "json"}, map[string]any{
+			"code": "failed_precondition", "reason": "LEASE_HELD", "name": "jobs/held", "holder": "b", "token": 3.0,
+			"remaining": "4.2s", "exit_code": 3.0, "message": "jobs/held is held by b (token 3, 4.2s remaining)"}},
+		{[]string{"acquire", "jobs/held", "--holder", "a", "--wait", "--timeout", "2s", "-o", "json"}, map[string]any{
+			"code": "failed_precondition", "reason": "LEASE_HELD", "holder": "b", "token": 3.0, "waited": "2s", "exit_code": 3.0}},
+		{[]string{"renew", "jobs/x", "--token", "2", "-o", "json"}, map[string]any{
+			"code": "failed_precondition", "reason": "STALE_TOKEN", "exit_code": 4.0}},
+		{[]string{"release", "jobs/x", "--token", "2", "-o", "json"}, map[string]any{
+			"code": "failed_precondition", "reason": "STALE_TOKEN", "name": "jobs/x", "token": 2.0, "exit_code": 7.0}},
+		{[]string{"get", "jobs/none", "-o", "json"}, map[string]any{
+			"code": "not_found", "reason": "NOT_FOUND", "message": `lease "jobs/none" not found`, "exit_code": 6.0}},
+		{[]string{"acquire", "jobs/x", "--ttl", "1s", "-o", "json"}, map[string]any{"code": "invalid_argument", "exit_code": 2.0}},
+		{[]string{"acquire", "-o", "json"}, map[string]any{"code": "invalid_argument", "reason": "USAGE", "message": "missing NAME", "exit_code": 2.0}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			res := runCLI(t.Context(), env, tt.args...)
+			var got map[string]any
+			if err := json.Unmarshal([]byte(res.stderr), &got); err != nil || strings.Count(res.stderr, "\n") != 1 {
+				t.Fatalf("stderr %q is not one JSON line: %v", res.stderr, err)
+			}
+			for k, v := range tt.want {
+				if got[k] != v {
+					t.Errorf("%s = %#v, want %#v (all: %s)", k, got[k], v, res.stderr)
+				}
+			}
+			if code, _ := got["exit_code"].(float64); int(code) != res.code {
+				t.Errorf("exit_code %v, but exited %d", got["exit_code"], res.code)
+			}
+		})
+	}
+}
+
+func TestKVValueOutput(t *testing.T) {
+	c := startCluster(t, func(s *fakeserver.Server) {
+		s.KVGet = func(_ context.Context, req *tenurev1.KVGetRequest) (*tenurev1.KVGetResponse, error) {
+			return &tenurev1.KVGetResponse{Key: req.GetKey(), Value: []byte{0, 0xff, '\n'}, Lease: "jobs/x", Token: 3, Revision: 7}, nil
+		}
+	})
+	env := map[string]string{"TENURE_ENDPOINTS": c.addr}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"kv", "get", "bin"}, "bin = base64:AP8K (binary, 3 bytes; lease jobs/x, token 3, revision 7)\n"},
+		{[]string{"kv", "get", "bin", "-o", "json"}, `{"key":"bin","value":"AP8K","encoding":"base64","lease":"jobs/x","token":3,"revision":7}` + "\n"},
+		{[]string{"kv", "get", "bin", "--print-value-only"}, "\x00\xff\n"},
+	} {
+		if res := runCLI(t.Context(), env, tt.args...); res.code != exitOK || res.stdout != tt.want {
+			t.Errorf("%q: code %d, stdout %q; want %q", tt.args, res.code, res.stdout, tt.want)
+		}
+	}
+	if res := runCLI(t.Context(), env, "kv", "get", "bin", "--print-value-only", "-o", "json"); res.code != exitUsage {
+		t.Errorf("--print-value-only with -o json: code %d, want 2", res.code)
+	}
+}
+
+func TestJSONErrorUnreachable(t *testing.T) {
+	res := runCLI(t.Context(), nil, "get", "jobs/x", "-o", "json", "--endpoints", fakeserver.DeadAddr(t), "--request-timeout", "100ms")
+	var got map[string]any
+	if err := json.Unmarshal([]byte(res.stderr), &got); err != nil || got["code"] != "unavailable" || got["exit_code"] != 1.0 {
+		t.Errorf("unreachable with -o json: code %d, stderr %q", res.code, res.stderr)
+	}
+}
+
+// TestExitCodeTables: the exit-code tables of the README and docs/cli.md
+// list exactly the CLI's exit codes.
+func TestExitCodeTables(t *testing.T) {
+	want := slices.Sorted(slices.Values(exitCodes))
+	for _, file := range []string{"../../README.md", "../../docs/cli.md"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := string(data)[strings.Index(string(data), "| exit code | meaning |"):]
+		var got []int
+		for _, line := range strings.Split(table, "\n")[2:] {
+			if !strings.HasPrefix(line, "| ") {
+				break
+			}
+			var code int
+			if _, err := fmt.Sscanf(line, "| %d |", &code); err != nil {
+				t.Fatalf("%s: row %q: %v", file, line, err)
+			}
+			got = append(got, code)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s lists the exit codes %v, the CLI has %v", file, got, want)
+		}
+	}
+}
+
+// TestElectLost: when the server says the leadership's grant is gone,
+// elect says so and exits 4.
+func TestElectLost(t *testing.T) {
+	var renewals atomic.Int32
+	c := startCluster(t, func(s *fakeserver.Server) {
+		s.Renew = func(_ context.Context, req *tenurev1.RenewRequest) (*tenurev1.RenewResponse, error) {
+			r := req.GetLeases()[0]
+			res := &tenurev1.RenewResult{Name: r.GetName(), Token: r.GetToken()}
+			if renewals.Add(1) == 1 { // the confirmation of the grant
+				res.Lease = protoLease(r.GetName(), "p1", r.GetToken(), 2*time.Second)
+			} else {
+				err := stale(r.GetName(), r.GetToken())
+				res.Reason, res.Message = lease.Reason(err), err.Error()
+			}
+			return &tenurev1.RenewResponse{Results: []*tenurev1.RenewResult{res}}, nil
+		}
+	})
+	res := runCLI(t.Context(), map[string]string{"TENURE_ENDPOINTS": c.addr}, "elect", "svc/x", "p1", "--ttl", "2s")
+	if want := "leading svc/x as p1, token 3\n"; res.code != exitFenced || res.stdout != want ||
+		!strings.HasPrefix(res.stderr, "tenure: leadership of svc/x lost: ") {
+		t.Errorf("got code %d, stdout %q, stderr %q; want 4, %q and the loss", res.code, res.stdout, res.stderr, want)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +16,8 @@ const kvUsage = `Usage: tenure kv COMMAND ...
 
 Commands of the fenced key-value store:
   kv put KEY VALUE --lease NAME --token T
-  kv get KEY
+  kv get KEY [--print-value-only]
+  kv list [PREFIX] [--keys-only]
   kv delete KEY --lease NAME --token T
 
 A write is accepted only while T is the current, unexpired grant of the lease
@@ -33,6 +35,8 @@ func (a *app) kv(ctx context.Context, args []string) error {
 		return a.kvGet(ctx, args[1:])
 	case "delete":
 		return a.kvDelete(ctx, args[1:])
+	case "list":
+		return a.kvList(ctx, args[1:])
 	case "-h", "-help", "--help", "help":
 		return &helpRequest{usage: kvUsage}
 	}
@@ -97,23 +101,68 @@ func (a *app) kvPut(ctx context.Context, args []string) error {
 	})
 }
 
-// kvJSON is a value in -o json: the value as a string when it is UTF-8,
-// else base64 in value_base64.
+// kvJSON is a value in -o json: the value is always in "value", as text
+// when it is UTF-8 ("encoding":"utf-8") and as base64 otherwise
+// ("encoding":"base64").
 type kvJSON struct {
-	Key         string `json:"key"`
-	Value       string `json:"value,omitempty"`
-	ValueBase64 []byte `json:"value_base64,omitempty"`
-	Lease       string `json:"lease"`
-	Token       uint64 `json:"token"`
-	Revision    uint64 `json:"revision"`
+	Key      string `json:"key"`
+	Value    string `json:"value"`
+	Encoding string `json:"encoding"`
+	Lease    string `json:"lease"`
+	Token    uint64 `json:"token"`
+	Revision uint64 `json:"revision"`
+}
+
+const (
+	encodingUTF8   = "utf-8"
+	encodingBase64 = "base64"
+)
+
+// encodeValue returns v as text and its encoding: v itself if it is
+// UTF-8, else its base64.
+func encodeValue(v []byte) (string, string) {
+	if utf8.Valid(v) {
+		return string(v), encodingUTF8
+	}
+	return base64.StdEncoding.EncodeToString(v), encodingBase64
+}
+
+// printKV prints one value: in text, a UTF-8 value as it is and a binary
+// one as base64, marked.
+func (p printer) kv(kv client.KV) {
+	value, enc := encodeValue(kv.Value)
+	j := kvJSON{Key: kv.Key, Value: value, Encoding: enc, Lease: kv.Lease, Token: kv.Token, Revision: kv.Revision}
+	text := fmt.Sprintf("%s = %s (lease %s, token %d, revision %d)", kv.Key, value, kv.Lease, kv.Token, kv.Revision)
+	if enc == encodingBase64 {
+		text = fmt.Sprintf("%s = base64:%s (binary, %d bytes; lease %s, token %d, revision %d)",
+			kv.Key, value, len(kv.Value), kv.Lease, kv.Token, kv.Revision)
+	}
+	p.print(j, text)
+}
+
+// valueOnly is the --print-value-only flag of kv get.
+func valueOnly(c *command) *bool {
+	return c.fs.Bool("print-value-only", false, "print only the value, byte for byte (no newline added); not with -o json")
+}
+
+func (a *app) checkValueOnly(c *command, on bool) error {
+	if on && a.g.output == "json" {
+		return &usageError{msg: "--print-value-only prints the raw value; it does not combine with -o json", usage: c.usage}
+	}
+	return nil
 }
 
 func (a *app) kvGet(ctx context.Context, args []string) error {
-	c := a.newCommand("kv get", "kv get KEY",
-		"Prints the value of KEY with the lease and token that wrote it. A key\n"+
-			"without a value is not found (exit 1).")
+	c := a.newCommand("kv get", "kv get KEY [--print-value-only]",
+		"Prints the value of KEY with the lease and token that wrote it: a UTF-8 value as\n"+
+			"text, any other as base64 marked \"base64:\" (in -o json: \"value\" with\n"+
+			"\"encoding\" utf-8 or base64). A key without a value is not found (exit 6).")
+	only := valueOnly(c)
 	pos, err := a.parse(c, args, []string{"KEY"}, 1)
 	if err != nil {
+		return err
+	}
+	if err := a.checkValueOnly(c, *only); err != nil {
 		return err
 	}
 	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
@@ -124,14 +173,45 @@ func (a *app) kvGet(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		j := kvJSON{Key: kv.Key, Lease: kv.Lease, Token: kv.Token, Revision: kv.Revision}
-		if utf8.Valid(kv.Value) {
-			j.Value = string(kv.Value)
-		} else {
-			j.ValueBase64 = kv.Value
+		if *only {
+			_, err := a.stdout.Write(kv.Value)
+			return err
 		}
-		a.out().print(j, fmt.Sprintf("%s = %q (lease %s, token %d, revision %d)",
-			kv.Key, kv.Value, kv.Lease, kv.Token, kv.Revision))
+		a.out().kv(kv)
+		return nil
+	})
+}
+
+func (a *app) kvList(ctx context.Context, args []string) error {
+	c := a.newCommand("kv list", "kv list [PREFIX] [--keys-only]",
+		"Prints the values of the keys that start with PREFIX (every key without one),\n"+
+			"sorted by key, one per line as kv get prints them. --keys-only prints the\n"+
+			"keys alone (in -o json: {\"key\": ...}).")
+	keysOnly := c.fs.Bool("keys-only", false, "print only the keys")
+	c.optional = "PREFIX"
+	pos, err := a.parse(c, args, nil, 1)
+	if err != nil {
+		return err
+	}
+	prefix := ""
+	if len(pos) > 0 {
+		prefix = pos[0]
+	}
+	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
+		kvs, err := cl.KVList(ctx, prefix, client.KVListOptions{KeysOnly: *keysOnly})
+		if err != nil {
+			return err
+		}
+		out := a.out()
+		for _, kv := range kvs {
+			if *keysOnly {
+				out.print(struct {
+					Key string `json:"key"`
+				}{kv.Key}, kv.Key)
+				continue
+			}
+			out.kv(kv)
+		}
 		return nil
 	})
 }
@@ -150,6 +230,9 @@ func (a *app) kvDelete(ctx context.Context, args []string) error {
 	}
 	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 		rev, err := cl.Delete(ctx, pos[0], f.lease, f.token.v)
+		if errors.Is(err, client.ErrNotFound) {
+			return &notFoundError{what: fmt.Sprintf("key %q", pos[0]), err: err}
+		}
 		if err != nil {
 			return err
 		}

@@ -42,22 +42,56 @@ func (t *tokenFlag) require(c *command) error {
 	return nil
 }
 
-// grantFlags are the --holder and --ttl of acquire and run.
+// maxTTL is the longest TTL any server accepts (DESIGN.md section 3).
+const maxTTL = 24 * time.Hour
+
+// ttlRange says which TTLs a server accepts, for error messages.
+const ttlRange = "a duration such as 10s or 1m30s, from the server's minimum TTL (2s by default; see 'tenure status') up to 24h"
+
+// ttlFlag is a --ttl: a positive duration of at most maxTTL. Its parse
+// errors name the allowed range.
+type ttlFlag struct{ d time.Duration }
+
+func (f *ttlFlag) String() string {
+	if f == nil || f.d == 0 {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f *ttlFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 || d > maxTTL {
+		return errors.New("must be " + ttlRange)
+	}
+	f.d = d
+	return nil
+}
+
+// grantFlags are the --holder, --ttl and --limit of acquire and run.
 type grantFlags struct {
 	holder string
 	ttl    time.Duration
+	ttlf   ttlFlag
+	limit  int
+}
+
+// registerLimit adds --limit.
+func (f *grantFlags) registerLimit(c *command) {
+	c.fs.IntVar(&f.limit, "limit", 1, "semaphore: up to `N` holders of the name at once, each slot with its own token")
 }
 
 func (f *grantFlags) register(c *command) {
 	c.fs.StringVar(&f.holder, "holder", "", "holder `name` (default: HOSTNAME-PID)")
-	c.fs.DurationVar(&f.ttl, "ttl", 10*time.Second, "lease time to live")
+	f.ttlf.d = 10 * time.Second
+	c.fs.Var(&f.ttlf, "ttl", "lease time to live, a `duration` up to 24h")
 }
 
-// check returns a usage error if the TTL is not positive, and fills in
-// the default holder.
+// check fills in the default holder.
 func (f *grantFlags) check(c *command) error {
-	if f.ttl <= 0 {
-		return &usageError{msg: fmt.Sprintf("--ttl must be positive, got %s", f.ttl), usage: c.usage}
+	f.ttl = f.ttlf.d
+	if f.limit < 1 {
+		return &usageError{msg: fmt.Sprintf("--limit must be at least 1, got %d", f.limit), usage: c.usage}
 	}
 	if f.holder == "" {
 		f.holder = defaultHolder()
@@ -66,13 +100,16 @@ func (f *grantFlags) check(c *command) error {
 }
 
 func (a *app) acquire(ctx context.Context, args []string) error {
-	c := a.newCommand("acquire", "acquire NAME [--holder H] [--ttl 10s] [--wait [--timeout 30s]]",
+	c := a.newCommand("acquire", "acquire NAME [--holder H] [--ttl 10s] [--limit N] [--wait [--timeout 30s]]",
 		"Acquires the lease NAME for a holder and prints the grant with its fencing token.\n"+
 			"Acquiring again as the same holder renews it (same token). With --wait the\n"+
 			"request queues on the server until the lease is free or --timeout passes.\n"+
+			"With --limit N, NAME is a semaphore: up to N holders at once, each slot with\n"+
+			"its own token; every holder must use the same N while any slot is held.\n"+
 			"The default holder is the host name and the process ID, e.g. web-1-4242.")
 	var g grantFlags
 	g.register(c)
+	g.registerLimit(c)
 	wait := c.fs.Bool("wait", false, "wait until the lease is granted")
 	timeout := c.fs.Duration("timeout", 30*time.Second, "with --wait: how long to wait")
 	pos, err := a.parse(c, args, []string{"NAME"}, 1)
@@ -100,8 +137,14 @@ func (a *app) acquire(ctx context.Context, args []string) error {
 		opts = append(opts, client.Wait(*timeout))
 		extra = *timeout
 	}
+	if g.limit > 1 {
+		opts = append(opts, client.Limit(g.limit))
+	}
 	return a.call(ctx, extra, func(ctx context.Context, cl *client.Client) error {
 		l, err := cl.Acquire(ctx, pos[0], g.holder, g.ttl, opts...)
+		if he, ok := errors.AsType[*client.HeldError](err); ok && *wait {
+			return &waitedError{waited: *timeout, held: he}
+		}
 		if err != nil {
 			return err
 		}
@@ -111,14 +154,21 @@ func (a *app) acquire(ctx context.Context, args []string) error {
 }
 
 func (a *app) renew(ctx context.Context, args []string) error {
-	c := a.newCommand("renew", "renew NAME --token T",
-		"Renews the grant of NAME with token T by its TTL and prints it.")
+	c := a.newCommand("renew", "renew NAME --token T [--ttl D]",
+		"Renews the grant of NAME with token T by its TTL and prints it. With --ttl the\n"+
+			"grant gets that TTL from now on (within the server's bounds), same token.")
+	var ttl ttlFlag
+	c.fs.Var(&ttl, "ttl", "a new TTL for the grant, a `duration` up to 24h (default: keep its TTL)")
 	name, token, err := a.parseNameToken(c, args)
 	if err != nil {
 		return err
 	}
 	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
-		l, err := cl.RenewOne(ctx, name, token)
+		res, err := cl.Renew(ctx, client.Ref{Name: name, Token: token, TTL: ttl.d})
+		if err != nil {
+			return err
+		}
+		l, err := res[0].Lease, res[0].Err
 		if err != nil {
 			return err
 		}
@@ -136,6 +186,9 @@ func (a *app) release(ctx context.Context, args []string) error {
 	}
 	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 		if err := cl.Release(ctx, name, token); err != nil {
+			if errors.Is(err, client.ErrStaleToken) {
+				return &releasedError{name: name, token: token, err: err}
+			}
 			return err
 		}
 		a.out().print(struct {
@@ -149,20 +202,24 @@ func (a *app) release(ctx context.Context, args []string) error {
 
 func (a *app) get(ctx context.Context, args []string) error {
 	c := a.newCommand("get", "get NAME",
-		"Prints the live grant of NAME. A lease that is not held is not found (exit 1).")
+		"Prints the live grant of NAME: one line, or one per held slot of a semaphore.\n"+
+			"A lease that is not held is not found (exit 6).")
 	pos, err := a.parse(c, args, []string{"NAME"}, 1)
 	if err != nil {
 		return err
 	}
 	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
-		l, err := cl.Get(ctx, pos[0])
+		ls, err := cl.Slots(ctx, pos[0])
 		if errors.Is(err, client.ErrNotFound) {
 			return &notFoundError{what: fmt.Sprintf("lease %q", pos[0]), err: err}
 		}
 		if err != nil {
 			return err
 		}
-		a.out().lease(l)
+		out := a.out()
+		for _, l := range ls {
+			out.lease(l)
+		}
 		return nil
 	})
 }

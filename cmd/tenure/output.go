@@ -41,16 +41,22 @@ type leaseJSON struct {
 	Token     uint64 `json:"token"`
 	TTL       string `json:"ttl"`
 	Remaining string `json:"remaining"`
+	// Limit is set for a slot of a semaphore.
+	Limit int `json:"limit,omitempty"`
 }
 
 func toLeaseJSON(l client.Lease) *leaseJSON {
 	return &leaseJSON{Name: l.Name, Holder: l.Holder, Token: l.Token,
-		TTL: fmtDuration(l.TTL), Remaining: fmtDuration(l.Remaining)}
+		TTL: fmtDuration(l.TTL), Remaining: fmtDuration(l.Remaining), Limit: l.Limit}
 }
 
 func leaseText(l client.Lease) string {
-	return fmt.Sprintf("%s held by %s, token %d, ttl %s, %s remaining",
-		l.Name, l.Holder, l.Token, fmtDuration(l.TTL), fmtDuration(l.Remaining))
+	slot := ""
+	if l.Limit > 1 {
+		slot = fmt.Sprintf(" (a slot of %d)", l.Limit)
+	}
+	return fmt.Sprintf("%s held by %s%s, token %d, ttl %s, %s remaining",
+		l.Name, l.Holder, slot, l.Token, fmtDuration(l.TTL), fmtDuration(l.Remaining))
 }
 
 func (p printer) lease(l client.Lease) { p.print(toLeaseJSON(l), leaseText(l)) }

@@ -20,7 +20,7 @@ import (
 	"github.com/tenure-io/tenure/election"
 )
 
-const runSynopsis = "run NAME [--holder H] [--ttl 10s] [--kill-after D] [--verbose] -- CMD [ARGS...]"
+const runSynopsis = "run NAME [--holder H] [--ttl 10s] [--limit N] [--kill-after D] [--verbose] -- CMD [ARGS...]"
 
 const runAbout = `Waits for the lease NAME, then runs CMD with these in its environment:
 
@@ -29,7 +29,9 @@ const runAbout = `Waits for the lease NAME, then runs CMD with these in its envi
   TENURE_HOLDER     the holder
   TENURE_ENDPOINTS  the cluster's API addresses
 
-and renews the lease (every TTL/3) while CMD runs.
+and renews the lease (every TTL/3) while CMD runs. With --limit N, NAME is
+a semaphore and up to N commands run at once, each holding one slot with
+its own token (every holder of NAME must use the same N).
 
 If renewals fail, the lease is at risk: CMD's process group gets SIGTERM
 --kill-after before the local deadline and SIGKILL at the deadline. The
@@ -55,6 +57,7 @@ type runner struct {
 	name      string
 	argv      []string
 	cfg       election.Config
+	limit     int
 	killAfter time.Duration
 	verbose   bool
 }
@@ -75,6 +78,7 @@ func (a *app) runCommand(ctx context.Context, args []string) error {
 	c := a.newCommand("run", runSynopsis, runAbout)
 	var g grantFlags
 	g.register(c)
+	g.registerLimit(c)
 	killAfter := c.fs.Duration("kill-after", 0, "when the lease is at risk: time between SIGTERM and SIGKILL, which comes at the deadline (default TTL/5, at most 10s)")
 	verbose := c.fs.Bool("verbose", false, "log the grant, every renewal and every change of the lease's state to stderr")
 	flagArgs, argv := args, []string(nil)
@@ -115,7 +119,7 @@ func (a *app) runCommand(ctx context.Context, args []string) error {
 		return &usageError{msg: fmt.Sprintf("--kill-after %s does not fit --ttl %s: it must be positive and at most %s, "+
 			"so that SIGTERM comes only when renewals are failing", ka, g.ttl, maxKill.Round(time.Millisecond)), usage: c.usage}
 	}
-	r := &runner{a: a, name: pos[0], argv: argv, cfg: cfg, killAfter: ka, verbose: *verbose}
+	r := &runner{a: a, name: pos[0], argv: argv, cfg: cfg, limit: g.limit, killAfter: ka, verbose: *verbose}
 	return r.run(ctx)
 }
 
@@ -161,7 +165,7 @@ func (r *runner) run(ctx context.Context) error {
 // fast, then waits in the server's queue.
 func (r *runner) acquire(ctx context.Context, s *election.Session) (*election.Lease, error) {
 	tctx, cancel := context.WithTimeout(ctx, r.a.g.requestTimeout)
-	l, err := s.TryAcquire(tctx, r.name)
+	l, err := s.TryAcquireSlot(tctx, r.name, r.limit)
 	cancel()
 	if err == nil {
 		return l, nil
@@ -173,8 +177,8 @@ func (r *runner) acquire(ctx context.Context, s *election.Session) (*election.Le
 		}
 		return nil, err
 	}
-	r.logf("%s is held by %s (token %d, %s remaining); waiting for it", r.name, he.Holder, he.Token, fmtDuration(he.Remaining))
-	l, err = s.Acquire(ctx, r.name)
+	r.logf("%s: %s; waiting for it", r.name, heldText(he))
+	l, err = s.AcquireSlot(ctx, r.name, r.limit)
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("interrupted while waiting for %s", r.name)
 	}

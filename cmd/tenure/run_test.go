@@ -125,7 +125,7 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"run", "jobs/x", "echo"}, "missing -- CMD [ARGS...]"},
 		{[]string{"run", "jobs/x", "--"}, "missing CMD after --"},
 		{[]string{"run", "--", "echo"}, "missing NAME"},
-		{[]string{"run", "jobs/x", "--ttl", "0s", "--", "echo"}, "--ttl must be positive"},
+		{[]string{"run", "jobs/x", "--ttl", "0s", "--", "echo"}, `invalid value "0s" for flag --ttl: must be a duration`},
 		{[]string{"run", "jobs/x", "--ttl", "3s", "--kill-after", "2s", "--", "echo"},
 			"--kill-after 2s does not fit --ttl 3s: it must be positive and at most 1.17s"},
 		{[]string{"run", "jobs/x", "--kill-after", "-1s", "--", "echo"}, "--kill-after -1s does not fit"},
@@ -152,7 +152,7 @@ func TestRunWaitsForAHeldLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	res := runCLI(ctx, map[string]string{"TENURE_ENDPOINTS": c.addr}, "run", "jobs/held", "--", "echo", "never")
-	want := "tenure: jobs/held is held by b (token 3, 4.2s remaining); waiting for it\ntenure: interrupted while waiting for jobs/held\n"
+	want := "tenure: jobs/held: held by b (token 3, 4.2s remaining); waiting for it\ntenure: interrupted while waiting for jobs/held\n"
 	if res.code != exitFailure || res.stderr != want || res.stdout != "" {
 		t.Errorf("got code %d, stdout %q, stderr %q; want 1 and %q", res.code, res.stdout, res.stderr, want)
 	}

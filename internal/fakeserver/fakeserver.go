@@ -34,6 +34,7 @@ type Server struct {
 	Put    func(context.Context, *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error)
 	KVGet  func(context.Context, *tenurev1.KVGetRequest) (*tenurev1.KVGetResponse, error)
 	Delete func(context.Context, *tenurev1.KVDeleteRequest) (*tenurev1.KVDeleteResponse, error)
+	KVList func(context.Context, *tenurev1.KVListRequest) (*tenurev1.KVListResponse, error)
 
 	Status             func(context.Context, *tenurev1.StatusRequest) (*tenurev1.StatusResponse, error)
 	Join               func(context.Context, *tenurev1.JoinRequest) (*tenurev1.JoinResponse, error)
@@ -164,6 +165,10 @@ func (h kvHandler) Get(ctx context.Context, req *connect.Request[tenurev1.KVGetR
 
 func (h kvHandler) Delete(ctx context.Context, req *connect.Request[tenurev1.KVDeleteRequest]) (*connect.Response[tenurev1.KVDeleteResponse], error) {
 	return unary(ctx, h.s, "Delete", h.s.Delete, req)
+}
+
+func (h kvHandler) List(ctx context.Context, req *connect.Request[tenurev1.KVListRequest]) (*connect.Response[tenurev1.KVListResponse], error) {
+	return unary(ctx, h.s, "KVList", h.s.KVList, req)
 }
 
 type clusterHandler struct{ s *Server }

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"connectrpc.com/connect"
@@ -21,6 +22,7 @@ func LeaseToProto(l lease.Lease, now time.Duration) *tenurev1.Lease {
 		Token:     l.Token,
 		Ttl:       durationpb.New(l.TTL),
 		Remaining: durationpb.New(l.Remaining(now)),
+		Limit:     uint32(l.Limit),
 	}
 }
 
@@ -33,6 +35,7 @@ func LeaseFromProto(p *tenurev1.Lease) lease.Lease {
 		Holder: p.GetHolder(),
 		Token:  p.GetToken(),
 		TTL:    p.GetTtl().AsDuration(),
+		Limit:  int(min(p.GetLimit(), math.MaxInt32)),
 	}
 }
 
@@ -78,6 +81,7 @@ func ToConnectError(err error) error {
 			detail.Holder = held.Holder
 			detail.Token = held.Token
 			detail.Remaining = durationpb.New(held.Remaining)
+			detail.Limit = uint32(held.Limit)
 			if err == error(held) {
 				rounded := *held
 				rounded.Remaining = held.Remaining.Round(time.Millisecond)
@@ -118,6 +122,7 @@ func FromConnectError(err error) error {
 			Holder:    detail.GetHolder(),
 			Token:     detail.GetToken(),
 			Remaining: detail.GetRemaining().AsDuration(),
+			Limit:     int(min(detail.GetLimit(), math.MaxInt32)),
 		}
 	}
 	if domain == nil {

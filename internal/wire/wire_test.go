@@ -262,3 +262,17 @@ func checkDomain(t *testing.T, err error, code connect.Code, sentinel error, msg
 		}
 	}
 }
+
+// TestSemaphoreLimitRoundTrip: a slot's limit and a full semaphore's
+// HeldError cross the wire.
+func TestSemaphoreLimitRoundTrip(t *testing.T) {
+	l := lease.Lease{Name: "jobs/x", Holder: "a", Token: 3, TTL: 5 * time.Second, Limit: 3}
+	if back := LeaseFromProto(LeaseToProto(l, 0)); back.Limit != 3 {
+		t.Fatalf("LeaseFromProto(LeaseToProto) = %+v, want limit 3", back)
+	}
+	full := &lease.HeldError{Name: "jobs/x", Holder: "a", Token: 3, Remaining: time.Second, Limit: 3}
+	back, ok := errors.AsType[*lease.HeldError](FromConnectError(ToConnectError(full)))
+	if !ok || back.Limit != 3 || back.Holder != "a" || back.Token != 3 {
+		t.Fatalf("HeldError after the round trip = %+v, want limit 3 and a's slot", back)
+	}
+}

@@ -101,7 +101,10 @@ type Lease struct {
 	Ttl *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Remaining time before the lease expires, in cluster time, as of the
 	// moment the request was applied.
-	Remaining     *durationpb.Duration `protobuf:"bytes,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Remaining *durationpb.Duration `protobuf:"bytes,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// For one slot of a semaphore: its limit (at most this many holders of
+	// the name at once, each slot with its own token). 0 for a plain lease.
+	Limit         uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -171,6 +174,13 @@ func (x *Lease) GetRemaining() *durationpb.Duration {
 	return nil
 }
 
+func (x *Lease) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 // ErrorDetail is attached to failed_precondition and not_found errors, and
 // to unavailable errors whose request may have been applied.
 type ErrorDetail struct {
@@ -184,7 +194,10 @@ type ErrorDetail struct {
 	Token     uint64               `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	Remaining *durationpb.Duration `protobuf:"bytes,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
 	// For LEASE_HELD: the name of the lease.
-	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// For LEASE_HELD of a semaphore: its limit; every slot is held and
+	// holder, token and remaining describe the slot that expires first.
+	Limit         uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -254,6 +267,13 @@ func (x *ErrorDetail) GetName() string {
 	return ""
 }
 
+func (x *ErrorDetail) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 type AcquireRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -261,8 +281,12 @@ type AcquireRequest struct {
 	Ttl    *durationpb.Duration   `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Wait queues the caller server-side (FIFO) until the lease is granted to it
 	// or wait_timeout passes.
-	Wait          bool                 `protobuf:"varint,4,opt,name=wait,proto3" json:"wait,omitempty"`
-	WaitTimeout   *durationpb.Duration `protobuf:"bytes,5,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	Wait        bool                 `protobuf:"varint,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	WaitTimeout *durationpb.Duration `protobuf:"bytes,5,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	// A limit above 1 asks for one slot of a semaphore: up to limit holders
+	// of the name at once. The limit is fixed by the first grant while any
+	// slot is live; another limit is invalid_argument. 0 or 1: a plain lease.
+	Limit         uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -332,6 +356,13 @@ func (x *AcquireRequest) GetWaitTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *AcquireRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 type AcquireResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Lease         *Lease                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
@@ -378,9 +409,13 @@ func (x *AcquireResponse) GetLease() *Lease {
 
 // LeaseRef names one grant: a lease name and the token it was granted with.
 type LeaseRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Token uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// In a RenewRequest: a new TTL for the grant, within the server's bounds
+	// (like an acquire's); the grant keeps it for later renewals. Unset
+	// renews by the grant's TTL.
+	Ttl           *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -427,6 +462,13 @@ func (x *LeaseRef) GetToken() uint64 {
 		return x.Token
 	}
 	return 0
+}
+
+func (x *LeaseRef) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
 }
 
 type RenewRequest struct {
@@ -730,8 +772,12 @@ func (x *GetRequest) GetName() string {
 }
 
 type GetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lease         *Lease                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The grant; for a semaphore, the slot granted first.
+	Lease *Lease `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	// Every live grant of the name, in the order granted: one for a plain
+	// lease, one per held slot for a semaphore.
+	Slots         []*Lease `protobuf:"bytes,2,rep,name=slots,proto3" json:"slots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -769,6 +815,13 @@ func (*GetResponse) Descriptor() ([]byte, []int) {
 func (x *GetResponse) GetLease() *Lease {
 	if x != nil {
 		return x.Lease
+	}
+	return nil
+}
+
+func (x *GetResponse) GetSlots() []*Lease {
+	if x != nil {
+		return x.Slots
 	}
 	return nil
 }
@@ -1246,6 +1299,182 @@ func (x *KVGetResponse) GetRevision() uint64 {
 	return 0
 }
 
+// KVEntry is one value of the store, as KVGetResponse has it.
+type KVEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Lease         string                 `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`
+	Revision      uint64                 `protobuf:"varint,5,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVEntry) Reset() {
+	*x = KVEntry{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVEntry) ProtoMessage() {}
+
+func (x *KVEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
+func (*KVEntry) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *KVEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KVEntry) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *KVEntry) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *KVEntry) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *KVEntry) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type KVListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Keys that start with prefix; the empty prefix lists every key.
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// Leave the values out (value is empty).
+	KeysOnly      bool `protobuf:"varint,2,opt,name=keys_only,json=keysOnly,proto3" json:"keys_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVListRequest) Reset() {
+	*x = KVListRequest{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVListRequest) ProtoMessage() {}
+
+func (x *KVListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVListRequest.ProtoReflect.Descriptor instead.
+func (*KVListRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *KVListRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *KVListRequest) GetKeysOnly() bool {
+	if x != nil {
+		return x.KeysOnly
+	}
+	return false
+}
+
+type KVListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by key; deleted keys are left out.
+	Entries       []*KVEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVListResponse) Reset() {
+	*x = KVListResponse{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVListResponse) ProtoMessage() {}
+
+func (x *KVListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVListResponse.ProtoReflect.Descriptor instead.
+func (*KVListResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *KVListResponse) GetEntries() []*KVEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 type KVDeleteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -1257,7 +1486,7 @@ type KVDeleteRequest struct {
 
 func (x *KVDeleteRequest) Reset() {
 	*x = KVDeleteRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1498,7 @@ func (x *KVDeleteRequest) String() string {
 func (*KVDeleteRequest) ProtoMessage() {}
 
 func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1511,7 @@ func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteRequest.ProtoReflect.Descriptor instead.
 func (*KVDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{21}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KVDeleteRequest) GetKey() string {
@@ -1315,7 +1544,7 @@ type KVDeleteResponse struct {
 
 func (x *KVDeleteResponse) Reset() {
 	*x = KVDeleteResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1556,7 @@ func (x *KVDeleteResponse) String() string {
 func (*KVDeleteResponse) ProtoMessage() {}
 
 func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1569,7 @@ func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteResponse.ProtoReflect.Descriptor instead.
 func (*KVDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{22}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KVDeleteResponse) GetRevision() uint64 {
@@ -1364,7 +1593,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1605,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1618,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{23}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Member) GetId() string {
@@ -1435,7 +1664,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1676,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1689,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{24}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{27}
 }
 
 type StatusResponse struct {
@@ -1491,7 +1720,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1732,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1745,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{25}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1638,7 +1867,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1879,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1892,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{26}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -1706,7 +1935,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1947,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1960,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{27}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *JoinResponse) GetMembers() []*Member {
@@ -1757,7 +1986,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1998,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +2011,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{28}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LeaveRequest) GetNodeId() string {
@@ -1800,7 +2029,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2041,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2054,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{29}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{32}
 }
 
 type TransferLeadershipRequest struct {
@@ -1838,7 +2067,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +2079,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +2092,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{30}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TransferLeadershipRequest) GetNodeId() string {
@@ -1882,7 +2111,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2123,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2136,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{31}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -1921,30 +2150,34 @@ var File_tenure_v1_tenure_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/tenure.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\"\xaf\x01\n" +
+	"\x16tenure/v1/tenure.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc5\x01\n" +
 	"\x05Lease\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12+\n" +
 	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x127\n" +
-	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\"\xa0\x01\n" +
+	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\"\xb6\x01\n" +
 	"\vErrorDetail\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x127\n" +
 	"\tremaining\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12\x12\n" +
-	"\x04name\x18\x05 \x01(\tR\x04name\"\xbb\x01\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\"\xd1\x01\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12+\n" +
 	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x12\n" +
 	"\x04wait\x18\x04 \x01(\bR\x04wait\x12<\n" +
-	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"9\n" +
+	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\"9\n" +
 	"\x0fAcquireResponse\x12&\n" +
-	"\x05lease\x18\x01 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\"4\n" +
+	"\x05lease\x18\x01 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\"a\n" +
 	"\bLeaseRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\";\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12+\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\";\n" +
 	"\fRenewRequest\x12+\n" +
 	"\x06leases\x18\x01 \x03(\v2\x13.tenure.v1.LeaseRefR\x06leases\"\x91\x01\n" +
 	"\vRenewResult\x12\x12\n" +
@@ -1961,9 +2194,10 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x0fReleaseResponse\" \n" +
 	"\n" +
 	"GetRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"5\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"]\n" +
 	"\vGetResponse\x12&\n" +
-	"\x05lease\x18\x01 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\"%\n" +
+	"\x05lease\x18\x01 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\x12&\n" +
+	"\x05slots\x18\x02 \x03(\v2\x10.tenure.v1.LeaseR\x05slots\"%\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"8\n" +
 	"\fListResponse\x12(\n" +
@@ -1998,7 +2232,18 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05lease\x18\x04 \x01(\tR\x05lease\x12\x1a\n" +
-	"\brevision\x18\x05 \x01(\x04R\brevision\"O\n" +
+	"\brevision\x18\x05 \x01(\x04R\brevision\"y\n" +
+	"\aKVEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05lease\x18\x04 \x01(\tR\x05lease\x12\x1a\n" +
+	"\brevision\x18\x05 \x01(\x04R\brevision\"D\n" +
+	"\rKVListRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
+	"\tkeys_only\x18\x02 \x01(\bR\bkeysOnly\">\n" +
+	"\x0eKVListResponse\x12,\n" +
+	"\aentries\x18\x01 \x03(\v2\x12.tenure.v1.KVEntryR\aentries\"O\n" +
 	"\x0fKVDeleteRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05lease\x18\x02 \x01(\tR\x05lease\x12\x14\n" +
@@ -2057,11 +2302,12 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\aRelease\x12\x19.tenure.v1.ReleaseRequest\x1a\x1a.tenure.v1.ReleaseResponse\"\x00\x129\n" +
 	"\x03Get\x12\x15.tenure.v1.GetRequest\x1a\x16.tenure.v1.GetResponse\"\x03\x90\x02\x01\x12<\n" +
 	"\x04List\x12\x16.tenure.v1.ListRequest\x1a\x17.tenure.v1.ListResponse\"\x03\x90\x02\x01\x12>\n" +
-	"\x05Watch\x12\x17.tenure.v1.WatchRequest\x1a\x18.tenure.v1.WatchResponse\"\x000\x012\xcb\x01\n" +
+	"\x05Watch\x12\x17.tenure.v1.WatchRequest\x1a\x18.tenure.v1.WatchResponse\"\x000\x012\x8d\x02\n" +
 	"\tKVService\x12:\n" +
 	"\x03Put\x12\x17.tenure.v1.KVPutRequest\x1a\x18.tenure.v1.KVPutResponse\"\x00\x12=\n" +
 	"\x03Get\x12\x17.tenure.v1.KVGetRequest\x1a\x18.tenure.v1.KVGetResponse\"\x03\x90\x02\x01\x12C\n" +
-	"\x06Delete\x12\x1a.tenure.v1.KVDeleteRequest\x1a\x1b.tenure.v1.KVDeleteResponse\"\x002\xb2\x02\n" +
+	"\x06Delete\x12\x1a.tenure.v1.KVDeleteRequest\x1a\x1b.tenure.v1.KVDeleteResponse\"\x00\x12@\n" +
+	"\x04List\x12\x18.tenure.v1.KVListRequest\x1a\x19.tenure.v1.KVListResponse\"\x03\x90\x02\x012\xb2\x02\n" +
 	"\x0eClusterService\x12B\n" +
 	"\x06Status\x12\x18.tenure.v1.StatusRequest\x1a\x19.tenure.v1.StatusResponse\"\x03\x90\x02\x01\x129\n" +
 	"\x04Join\x12\x16.tenure.v1.JoinRequest\x1a\x17.tenure.v1.JoinResponse\"\x00\x12<\n" +
@@ -2081,7 +2327,7 @@ func file_tenure_v1_tenure_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_v1_tenure_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_tenure_v1_tenure_proto_goTypes = []any{
 	(WatchEvent_Type)(0),               // 0: tenure.v1.WatchEvent.Type
 	(*Lease)(nil),                      // 1: tenure.v1.Lease
@@ -2105,69 +2351,77 @@ var file_tenure_v1_tenure_proto_goTypes = []any{
 	(*KVPutResponse)(nil),              // 19: tenure.v1.KVPutResponse
 	(*KVGetRequest)(nil),               // 20: tenure.v1.KVGetRequest
 	(*KVGetResponse)(nil),              // 21: tenure.v1.KVGetResponse
-	(*KVDeleteRequest)(nil),            // 22: tenure.v1.KVDeleteRequest
-	(*KVDeleteResponse)(nil),           // 23: tenure.v1.KVDeleteResponse
-	(*Member)(nil),                     // 24: tenure.v1.Member
-	(*StatusRequest)(nil),              // 25: tenure.v1.StatusRequest
-	(*StatusResponse)(nil),             // 26: tenure.v1.StatusResponse
-	(*JoinRequest)(nil),                // 27: tenure.v1.JoinRequest
-	(*JoinResponse)(nil),               // 28: tenure.v1.JoinResponse
-	(*LeaveRequest)(nil),               // 29: tenure.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 30: tenure.v1.LeaveResponse
-	(*TransferLeadershipRequest)(nil),  // 31: tenure.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 32: tenure.v1.TransferLeadershipResponse
-	(*durationpb.Duration)(nil),        // 33: google.protobuf.Duration
+	(*KVEntry)(nil),                    // 22: tenure.v1.KVEntry
+	(*KVListRequest)(nil),              // 23: tenure.v1.KVListRequest
+	(*KVListResponse)(nil),             // 24: tenure.v1.KVListResponse
+	(*KVDeleteRequest)(nil),            // 25: tenure.v1.KVDeleteRequest
+	(*KVDeleteResponse)(nil),           // 26: tenure.v1.KVDeleteResponse
+	(*Member)(nil),                     // 27: tenure.v1.Member
+	(*StatusRequest)(nil),              // 28: tenure.v1.StatusRequest
+	(*StatusResponse)(nil),             // 29: tenure.v1.StatusResponse
+	(*JoinRequest)(nil),                // 30: tenure.v1.JoinRequest
+	(*JoinResponse)(nil),               // 31: tenure.v1.JoinResponse
+	(*LeaveRequest)(nil),               // 32: tenure.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 33: tenure.v1.LeaveResponse
+	(*TransferLeadershipRequest)(nil),  // 34: tenure.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 35: tenure.v1.TransferLeadershipResponse
+	(*durationpb.Duration)(nil),        // 36: google.protobuf.Duration
 }
 var file_tenure_v1_tenure_proto_depIdxs = []int32{
-	33, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	33, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	33, // 2: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	33, // 3: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	33, // 4: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	36, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	36, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	36, // 2: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	36, // 3: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	36, // 4: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
 	1,  // 5: tenure.v1.AcquireResponse.lease:type_name -> tenure.v1.Lease
-	5,  // 6: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
-	1,  // 7: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
-	7,  // 8: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
-	1,  // 9: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
-	1,  // 10: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
-	0,  // 11: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
-	1,  // 12: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
-	16, // 13: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
-	24, // 14: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
-	33, // 15: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
-	33, // 16: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
-	24, // 17: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
-	3,  // 18: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
-	6,  // 19: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
-	9,  // 20: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
-	11, // 21: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
-	13, // 22: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
-	15, // 23: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
-	18, // 24: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
-	20, // 25: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
-	22, // 26: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
-	25, // 27: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
-	27, // 28: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
-	29, // 29: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
-	31, // 30: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
-	4,  // 31: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
-	8,  // 32: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
-	10, // 33: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
-	12, // 34: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
-	14, // 35: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
-	17, // 36: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
-	19, // 37: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
-	21, // 38: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
-	23, // 39: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
-	26, // 40: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
-	28, // 41: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
-	30, // 42: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
-	32, // 43: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
-	31, // [31:44] is the sub-list for method output_type
-	18, // [18:31] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	36, // 6: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
+	5,  // 7: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
+	1,  // 8: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
+	7,  // 9: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
+	1,  // 10: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
+	1,  // 11: tenure.v1.GetResponse.slots:type_name -> tenure.v1.Lease
+	1,  // 12: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
+	0,  // 13: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
+	1,  // 14: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
+	16, // 15: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
+	22, // 16: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
+	27, // 17: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
+	36, // 18: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
+	36, // 19: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
+	27, // 20: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
+	3,  // 21: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
+	6,  // 22: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
+	9,  // 23: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
+	11, // 24: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
+	13, // 25: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
+	15, // 26: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
+	18, // 27: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
+	20, // 28: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
+	25, // 29: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
+	23, // 30: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
+	28, // 31: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
+	30, // 32: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
+	32, // 33: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
+	34, // 34: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
+	4,  // 35: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
+	8,  // 36: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
+	10, // 37: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
+	12, // 38: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
+	14, // 39: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
+	17, // 40: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
+	19, // 41: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
+	21, // 42: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
+	26, // 43: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
+	24, // 44: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
+	29, // 45: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
+	31, // 46: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
+	33, // 47: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
+	35, // 48: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
+	35, // [35:49] is the sub-list for method output_type
+	21, // [21:35] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_tenure_proto_init() }
@@ -2181,7 +2435,7 @@ func file_tenure_v1_tenure_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_tenure_proto_rawDesc), len(file_tenure_v1_tenure_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -59,6 +59,8 @@ const (
 	KVServiceGetProcedure = "/tenure.v1.KVService/Get"
 	// KVServiceDeleteProcedure is the fully-qualified name of the KVService's Delete RPC.
 	KVServiceDeleteProcedure = "/tenure.v1.KVService/Delete"
+	// KVServiceListProcedure is the fully-qualified name of the KVService's List RPC.
+	KVServiceListProcedure = "/tenure.v1.KVService/List"
 	// ClusterServiceStatusProcedure is the fully-qualified name of the ClusterService's Status RPC.
 	ClusterServiceStatusProcedure = "/tenure.v1.ClusterService/Status"
 	// ClusterServiceJoinProcedure is the fully-qualified name of the ClusterService's Join RPC.
@@ -279,6 +281,7 @@ type KVServiceClient interface {
 	Put(context.Context, *connect.Request[v1.KVPutRequest]) (*connect.Response[v1.KVPutResponse], error)
 	Get(context.Context, *connect.Request[v1.KVGetRequest]) (*connect.Response[v1.KVGetResponse], error)
 	Delete(context.Context, *connect.Request[v1.KVDeleteRequest]) (*connect.Response[v1.KVDeleteResponse], error)
+	List(context.Context, *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error)
 }
 
 // NewKVServiceClient constructs a client for the tenure.v1.KVService service. By default, it uses
@@ -311,6 +314,13 @@ func NewKVServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...c
 			connect.WithSchema(kVServiceMethods.ByName("Delete")),
 			connect.WithClientOptions(opts...),
 		),
+		list: connect.NewClient[v1.KVListRequest, v1.KVListResponse](
+			httpClient,
+			baseURL+KVServiceListProcedure,
+			connect.WithSchema(kVServiceMethods.ByName("List")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -319,6 +329,7 @@ type kVServiceClient struct {
 	put    *connect.Client[v1.KVPutRequest, v1.KVPutResponse]
 	get    *connect.Client[v1.KVGetRequest, v1.KVGetResponse]
 	delete *connect.Client[v1.KVDeleteRequest, v1.KVDeleteResponse]
+	list   *connect.Client[v1.KVListRequest, v1.KVListResponse]
 }
 
 // Put calls tenure.v1.KVService.Put.
@@ -336,11 +347,17 @@ func (c *kVServiceClient) Delete(ctx context.Context, req *connect.Request[v1.KV
 	return c.delete.CallUnary(ctx, req)
 }
 
+// List calls tenure.v1.KVService.List.
+func (c *kVServiceClient) List(ctx context.Context, req *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error) {
+	return c.list.CallUnary(ctx, req)
+}
+
 // KVServiceHandler is an implementation of the tenure.v1.KVService service.
 type KVServiceHandler interface {
 	Put(context.Context, *connect.Request[v1.KVPutRequest]) (*connect.Response[v1.KVPutResponse], error)
 	Get(context.Context, *connect.Request[v1.KVGetRequest]) (*connect.Response[v1.KVGetResponse], error)
 	Delete(context.Context, *connect.Request[v1.KVDeleteRequest]) (*connect.Response[v1.KVDeleteResponse], error)
+	List(context.Context, *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error)
 }
 
 // NewKVServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -369,6 +386,13 @@ func NewKVServiceHandler(svc KVServiceHandler, opts ...connect.HandlerOption) (s
 		connect.WithSchema(kVServiceMethods.ByName("Delete")),
 		connect.WithHandlerOptions(opts...),
 	)
+	kVServiceListHandler := connect.NewUnaryHandler(
+		KVServiceListProcedure,
+		svc.List,
+		connect.WithSchema(kVServiceMethods.ByName("List")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/tenure.v1.KVService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case KVServicePutProcedure:
@@ -377,6 +401,8 @@ func NewKVServiceHandler(svc KVServiceHandler, opts ...connect.HandlerOption) (s
 			kVServiceGetHandler.ServeHTTP(w, r)
 		case KVServiceDeleteProcedure:
 			kVServiceDeleteHandler.ServeHTTP(w, r)
+		case KVServiceListProcedure:
+			kVServiceListHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -396,6 +422,10 @@ func (UnimplementedKVServiceHandler) Get(context.Context, *connect.Request[v1.KV
 
 func (UnimplementedKVServiceHandler) Delete(context.Context, *connect.Request[v1.KVDeleteRequest]) (*connect.Response[v1.KVDeleteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.KVService.Delete is not implemented"))
+}
+
+func (UnimplementedKVServiceHandler) List(context.Context, *connect.Request[v1.KVListRequest]) (*connect.Response[v1.KVListResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.KVService.List is not implemented"))
 }
 
 // ClusterServiceClient is a client for the tenure.v1.ClusterService service.

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/election"
+)
+
+const electAbout = `Campaigns for the leadership of NAME and, once it leads, prints the lease
+with its fencing token and keeps leading (renewing every TTL/3) until
+interrupted: Ctrl-C or SIGTERM resigns (the lease is released) and exits 0.
+If the leadership is lost (renewals failed), it says so and exits 4.
+PROPOSAL is the holder name the leadership is held as (default HOSTNAME-PID),
+so observers see it.
+
+With --listen it campaigns for nothing: it prints the current leader of NAME,
+if any, and then every new leader with its holder and token, until
+interrupted (exit 0).`
+
+func (a *app) elect(ctx context.Context, args []string) error {
+	c := a.newCommand("elect", "elect NAME [PROPOSAL] [--ttl 10s] | elect --listen NAME", electAbout)
+	listen := c.fs.Bool("listen", false, "print each new leader of NAME instead of campaigning")
+	var ttl ttlFlag
+	ttl.d = 10 * time.Second
+	c.fs.Var(&ttl, "ttl", "lease time to live of the leadership, a `duration` up to 24h")
+	c.optional = "PROPOSAL"
+	pos, err := a.parse(c, args, []string{"NAME"}, 2)
+	if err != nil {
+		return err
+	}
+	if *listen {
+		if len(pos) > 1 {
+			return &usageError{msg: "--listen takes NAME only", usage: c.usage}
+		}
+		return a.listen(ctx, pos[0])
+	}
+	holder := defaultHolder()
+	if len(pos) > 1 {
+		holder = pos[1]
+	}
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	s, err := election.New(cl, election.Config{Holder: holder, TTL: ttl.d})
+	if err != nil {
+		return &usageError{msg: err.Error(), usage: c.usage}
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.g.requestTimeout)
+		defer cancel()
+		s.Close(rctx) // resigns: releases the lease if it is still held
+	}()
+	l, err := s.Campaign(ctx, pos[0])
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while campaigning
+		}
+		return err
+	}
+	a.out().print(toLeaseJSON(client.Lease{Name: l.Name(), Holder: l.Holder(), Token: l.Token(), TTL: l.TTL(),
+		Remaining: l.TTL()}), fmt.Sprintf("leading %s as %s, token %d", l.Name(), l.Holder(), l.Token()))
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-l.Done():
+	}
+	if errors.Is(l.Err(), election.ErrLost) {
+		return &leaseStopped{msg: fmt.Sprintf("leadership of %s lost: %v", l.Name(), l.Err())}
+	}
+	return nil
+}
+
+// leaderJSON is a new leader in elect --listen -o json.
+type leaderJSON struct {
+	Name   string `json:"name"`
+	Holder string `json:"holder"`
+	Token  uint64 `json:"token"`
+}
+
+func (a *app) listen(ctx context.Context, name string) error {
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	// Observing lasts until ctx ends; only starting it is bounded.
+	octx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(a.g.requestTimeout, func() {
+		cancel(fmt.Errorf("no answer within --request-timeout %s", a.g.requestTimeout))
+	})
+	leaders, err := election.Observe(octx, cl, name)
+	timer.Stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	out := a.out()
+	for ld := range leaders {
+		out.print(leaderJSON(ld), fmt.Sprintf("%s led by %s, token %d", ld.Name, ld.Holder, ld.Token))
+	}
+	if ctx.Err() != nil {
+		return nil // interrupted
+	}
+	if err := context.Cause(octx); err != nil {
+		return err
+	}
+	return fmt.Errorf("watching %s ended", name)
+}
