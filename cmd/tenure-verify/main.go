@@ -108,7 +108,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep.Print(stdout)
 	switch {
 	case !rep.OK:
-		fmt.Fprintf(stdout, "history and visualization in %s; replay with --seed %d\n", cfg.Out, cfg.Seed)
+		fmt.Fprintf(stdout, "replay with --seed %d\n", cfg.Seed)
 		return 1
 	case rep.Inconclusive:
 		return 3

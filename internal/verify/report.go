@@ -36,7 +36,10 @@ type Report struct {
 	Strict       bool                      `json:"strict"`
 	KnownBugs    []Violation               `json:"known_bugs"` // tolerated observations of known bugs
 	Inconclusive bool                      `json:"inconclusive"`
-	OK           bool                      `json:"ok"`
+	// Evidence is the directory with the history, the visualizations and
+	// the node logs of a run that failed or was inconclusive.
+	Evidence string `json:"evidence,omitempty"`
+	OK       bool   `json:"ok"`
 }
 
 func (r *Report) count(h History) {
@@ -148,5 +151,8 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintln(w, "VERDICT: INCONCLUSIVE (porcupine timed out on a history; no violation found)")
 	default:
 		fmt.Fprintln(w, "VERDICT: OK, no violations")
+	}
+	if r.Evidence != "" {
+		fmt.Fprintf(w, "evidence (history.jsonl, history-NAME.html, n*.log) kept in %s\n", r.Evidence)
 	}
 }

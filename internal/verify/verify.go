@@ -110,6 +110,9 @@ func (c Config) Schedule() Schedule {
 // Run runs the harness: cluster, traffic, faults, then the checks.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
+	if abs, err := filepath.Abs(cfg.Out); err == nil {
+		cfg.Out = abs
+	}
 	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, err
@@ -222,14 +225,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.OK = len(rep.Violations) == 0
 	if !rep.OK || rep.Inconclusive {
+		// The evidence outlives the run's temporary directory: the
+		// history, the visualizations (above) and every node's log.
+		rep.Evidence = cfg.Out
 		if err := h.WriteJSONL(filepath.Join(cfg.Out, "history.jsonl")); err != nil {
 			logf("write history: %v", err)
+		}
+		for _, n := range c.Nodes {
+			if err := copyFile(n.LogPath, filepath.Join(cfg.Out, filepath.Base(n.LogPath))); err != nil {
+				logf("keep the log of %s: %v", n.ID, err)
+			}
 		}
 	}
 	if err := rep.WriteJSON(filepath.Join(cfg.Out, "summary.json")); err != nil {
 		logf("write summary: %v", err)
 	}
 	return rep, nil
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o644)
 }
 
 // readFinal reads every key once the cluster has healed.
