@@ -48,7 +48,7 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, bool, error) {
 	fs.StringVar(&cfg.Out, "out", cfg.Out, "directory for summary.json and, on failure, history.jsonl and the HTML visualization")
 	fs.StringVar(&cfg.Tenured, "tenured", "", "tenured binary (default: next to this one, else built with go build)")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "porcupine time limit per lease name")
-	fs.BoolVar(&cfg.Strict, "strict", false, "fail on known bug B1b too (a retried acquire answered \"held\" although its first attempt granted the lease)")
+	fs.BoolVar(&cfg.Strict, "strict", false, "fail on known bugs B1b and B1c too (a retried acquire whose first attempt granted the lease, answered \"held\" or granted a second time)")
 	fs.BoolVar(&planOnly, "plan", false, "print the fault schedule for --seed and exit")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false, err

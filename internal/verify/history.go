@@ -26,6 +26,10 @@ const (
 	NotFound      = "notfound" // get of a key never written
 	Failed        = "fail"     // rejected before it could take effect (bad input)
 	Indeterminate = "indeterminate"
+	// Maybe is the outcome of a synthetic op the checker adds (see
+	// RetriedAcquires): it may or may not have taken effect, and if it
+	// did, between its call and its return.
+	Maybe = "maybe"
 )
 
 // Record is one operation of a history: one JSON line a worker writes.
@@ -53,27 +57,32 @@ type Record struct {
 	// Attempts is how many HTTP requests the client made for the op (more
 	// than one: it retried).
 	Attempts int `json:"attempts,omitempty"`
-	// Synthetic marks an op the checker added (see LeakedWaits).
+	// Synthetic marks an op the checker added (see RetriedAcquires).
 	Synthetic bool `json:"synthetic,omitempty"`
 }
 
-// LeakedWaits returns, for every acquire answered "held" after the client
-// retried it (Attempts > 1), a synthetic indeterminate acquire by the same
-// holder with the same call time. It models known bug B1b: the client
-// retries an acquire whose first attempt may have taken effect, and answers
-// the retry's "held" as if nothing had happened; the first attempt may have
-// granted the name (to a token the holder never learns), either before the
-// answer (the grant expired before the retry) or, before 7aae23d (B1a),
-// after it (a waited attempt's queue entry survived). With it, the checks
-// tolerate B1b;
-// without it (--strict) they report it. A "held" answer after a single
+// RetriedAcquires returns, for every acquire the client answered after
+// more than one attempt (Attempts > 1) with "held" or with a grant, a
+// synthetic acquire by the same holder with the same call and return
+// times whose outcome is Maybe: a grant, to a token the holder never
+// learned, that may have happened before the answer.
+//
+// It models known bugs B1b and B1c: client.Acquire retries an attempt
+// whose outcome it does not know. When the first attempt was granted and
+// that grant expired (nobody renewed it) before the retry, the retry is
+// not the renewal the client expects: it is answered "held" (B1b; since
+// 6968733 the client reports that as indeterminate) or makes a second
+// grant with a new token (B1c), and the first grant is never reported.
+// Fencing holds (nobody can use a token they never learned), but the op
+// took effect twice. With the synthetic ops the checks tolerate this;
+// without them (--strict) they report it. An answer after a single
 // attempt stays definite.
-func LeakedWaits(h History) History {
+func RetriedAcquires(h History) History {
 	var out History
 	for _, r := range h {
-		if r.Op == OpAcquire && r.Outcome == Held && r.Attempts > 1 {
+		if r.Op == OpAcquire && (r.Outcome == Held || r.Outcome == Ok) && r.Attempts > 1 {
 			out = append(out, Record{Worker: r.Worker, Seq: r.Seq, Op: OpAcquire, Name: r.Name, Holder: r.Holder,
-				Wait: r.Wait, Call: r.Call, Return: r.Return, Outcome: Indeterminate, Synthetic: true})
+				Wait: r.Wait, Call: r.Call, Return: r.Return, Outcome: Maybe, Synthetic: true})
 		}
 	}
 	return out

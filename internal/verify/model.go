@@ -132,9 +132,15 @@ func (m Model) acquire(s leaseState, r Record) []leaseState {
 		n := s
 		n.Token, n.TokenKnown, n.MaxToken = r.OutToken, true, r.OutToken
 		return []leaseState{n}
-	case Indeterminate:
+	case Indeterminate, Maybe:
+		// An indeterminate op may take effect at any later time; a Maybe
+		// op only before its return.
+		at := int64(math.MaxInt64)
+		if r.Outcome == Maybe {
+			at = r.Return
+		}
 		out := []leaseState{s}
-		if m.canExpire(s, math.MaxInt64) {
+		if m.canExpire(s, at) {
 			// A grant whose token nobody learned.
 			n := s
 			n.Live, n.Holder, n.TokenKnown, n.Token, n.Refresh = true, r.Holder, false, 0, r.Call
