@@ -16,6 +16,11 @@ const (
 	OpRelease = "release" // Name, Holder, Token
 	OpPut     = "put"     // Name (lease), Key, Value, Token
 	OpGet     = "get"     // Key (tied to Name)
+
+	// Records of election workers (package election), checked by
+	// CheckTerms, not by porcupine.
+	OpTerm    = "term"     // Name, Holder, OutToken; Call: grant confirmed, Return: context end observed
+	OpTermPut = "term-put" // a write under a term: Name, Holder, Term, Key, Value, Token; Late if sent after the end
 )
 
 // Outcomes of an operation.
@@ -26,6 +31,9 @@ const (
 	NotFound      = "notfound" // get of a key never written
 	Failed        = "fail"     // rejected before it could take effect (bad input)
 	Indeterminate = "indeterminate"
+	// Refused: an election lease refused a write without a request
+	// because its context had ended.
+	Refused = "refused"
 	// Maybe is the outcome of a synthetic op the checker adds (see
 	// RetriedAcquires): it may or may not have taken effect, and if it
 	// did, between its call and its return.
@@ -57,6 +65,11 @@ type Record struct {
 	// Attempts is how many HTTP requests the client made for the op (more
 	// than one: it retried).
 	Attempts int `json:"attempts,omitempty"`
+	// Term numbers a worker's terms of leadership (OpTerm, OpTermPut).
+	Term int `json:"term,omitempty"`
+	// Late marks a write an election worker tried after its term's
+	// context had ended.
+	Late bool `json:"late,omitempty"`
 	// Synthetic marks an op the checker added (see RetriedAcquires).
 	Synthetic bool `json:"synthetic,omitempty"`
 }
@@ -93,6 +106,19 @@ func KeyOf(name string) string { return "k/" + name }
 
 // History is every operation of a run.
 type History []Record
+
+// Split returns the records checked by porcupine and the invariants
+// (lease workers) and those of election workers.
+func (h History) Split() (leases, terms History) {
+	for _, r := range h {
+		if r.Op == OpTerm || r.Op == OpTermPut {
+			terms = append(terms, r)
+		} else {
+			leases = append(leases, r)
+		}
+	}
+	return leases, terms
+}
 
 // ByName splits h per lease name, each sorted by call time.
 func (h History) ByName() map[string]History {

@@ -140,6 +140,8 @@ type Nemesis struct {
 	mu       sync.Mutex
 	Injected map[string]int
 	Skipped  map[string]int
+	// Pauses lists, per worker, when its process was stopped.
+	Pauses map[int][]Interval
 }
 
 func (n *Nemesis) count(kind string, ok bool) {
@@ -201,6 +203,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 func (n *Nemesis) inject(ctx context.Context, f Fault) {
 	if f.Kind == FaultPauseClient {
+		from := now()
 		if !n.Workers.Signal(f.Target, syscall.SIGSTOP) {
 			n.count(f.Kind, false)
 			return
@@ -209,6 +212,12 @@ func (n *Nemesis) inject(ctx context.Context, f Fault) {
 		n.Log("fault %s", f)
 		sleepCtx(ctx, f.Dur)
 		n.Workers.Signal(f.Target, syscall.SIGCONT)
+		n.mu.Lock()
+		if n.Pauses == nil {
+			n.Pauses = map[int][]Interval{}
+		}
+		n.Pauses[f.Target] = append(n.Pauses[f.Target], Interval{From: from, To: now()})
+		n.mu.Unlock()
 		return
 	}
 	if f.Kind == FaultTransfer {

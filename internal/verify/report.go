@@ -31,6 +31,8 @@ type Report struct {
 	Injected     map[string]int            `json:"faults_injected"`
 	Skipped      map[string]int            `json:"faults_skipped"`
 	Histories    []HistoryResult           `json:"histories"`
+	Terms        TermStats                 `json:"terms"`
+	Watches      WatchStats                `json:"watches"`
 	Final        map[string]FinalValue     `json:"final"`
 	Violations   []Violation               `json:"violations"`
 	Strict       bool                      `json:"strict"`
@@ -124,6 +126,12 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "final state: %s\n", strings.Join(fs, " "))
 	fmt.Fprintf(w, "invariants: tokens-grow, no-stale-write, acked-writes-durable, no-overlapping-grants\n")
+	t := r.Terms
+	fmt.Fprintf(w, "election terms (%s, %s, %s): %d terms, %d writes (%d ok), %d late writes, %d overlaps excused by a pause\n",
+		InvTermTokens, InvWriteInTerm, InvTermsDisjoint, t.Terms, t.Writes, t.WritesOK, t.LateWrites, t.Excused)
+	ws := r.Watches
+	fmt.Fprintf(w, "watches (%s): %d watchers, %d streams (%d resets), %d events at %d indexes\n",
+		InvWatch, ws.Watchers, ws.Streams, ws.Resets, ws.Events, ws.Indexes)
 	if r.Strict {
 		fmt.Fprintf(w, "known bugs: none tolerated (--strict)\n\n")
 	} else {

@@ -1,7 +1,9 @@
 package verify
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +30,11 @@ type Config struct {
 	Workers int
 	// Names is the number of contended lease names. Default 3.
 	Names int
+	// ElectionWorkers is the number of worker processes that lead names
+	// through package election. Default 3.
+	ElectionWorkers int
+	// ElectionNames is the number of names they contend for. Default 2.
+	ElectionNames int
 	// TTL of every lease. Default 2s.
 	TTL time.Duration
 	// Election is tenured's --election-timeout. Default 500ms.
@@ -71,6 +78,12 @@ func (c *Config) defaults() {
 	if c.Names == 0 {
 		c.Names = 3
 	}
+	if c.ElectionWorkers == 0 {
+		c.ElectionWorkers = 3
+	}
+	if c.ElectionNames == 0 {
+		c.ElectionNames = 2
+	}
 	if c.TTL == 0 {
 		c.TTL = 2 * time.Second
 	}
@@ -101,10 +114,20 @@ func (c Config) MinExpiry() time.Duration {
 	return time.Duration(float64(c.TTL) / maxRate * 0.99)
 }
 
+// Drift is the clock-rate allowance of the election workers' sessions:
+// the fastest clock rate the nemesis sets, less 1.
+func (c Config) Drift() float64 {
+	maxRate := 1.0
+	for _, r := range ClockRates {
+		maxRate = max(maxRate, r)
+	}
+	return maxRate - 1
+}
+
 // Schedule returns the fault schedule of c.
 func (c Config) Schedule() Schedule {
 	c.defaults()
-	return NewSchedule(c.Seed, c.Duration, c.Faults, c.Nodes, c.Workers, c.TTL)
+	return NewSchedule(c.Seed, c.Duration, c.Faults, c.Nodes, c.Workers+c.ElectionWorkers, c.TTL)
 }
 
 // Run runs the harness: cluster, traffic, faults, then the checks.
@@ -166,6 +189,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i := range cfg.Workers {
 		wcfgs = append(wcfgs, WorkerConfig{ID: i, Seed: cfg.Seed, Endpoints: c.Endpoints(), Names: names, TTL: cfg.TTL, UnsafeStore: storeURL})
 	}
+	var elect []string
+	for i := range cfg.ElectionNames {
+		elect = append(elect, fmt.Sprintf("elect-%d", i))
+	}
+	for i := range cfg.ElectionWorkers {
+		wcfgs = append(wcfgs, WorkerConfig{ID: cfg.Workers + i, Seed: cfg.Seed, Endpoints: c.Endpoints(), TTL: cfg.TTL, Election: elect, Drift: cfg.Drift()})
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watchers := StartWatchers(wctx, c.Endpoints())
 	ws, err := StartWorkers(wcfgs, os.Stderr)
 	if err != nil {
 		return nil, err
@@ -177,7 +210,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	<-rctx.Done()
 	cancel()
 	nem.HealAll()
-	h := ws.Stop()
+	all := ws.Stop()
+	stopWatch()
+	wrecs, nw := watchers.Stop()
+	h, terms := all.Split()
 	elapsed := time.Since(start)
 	logf("traffic stopped after %s: %d operations", elapsed.Round(time.Millisecond), len(h))
 
@@ -188,7 +224,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Seed: cfg.Seed, ScheduleHash: sched.Hash(), Duration: elapsed, Nodes: cfg.Nodes, Workers: cfg.Workers,
 		Unsafe: cfg.Unsafe, Strict: cfg.Strict, Planned: len(sched), Injected: nem.Injected, Skipped: nem.Skipped, Final: final}
-	rep.count(h)
+	rep.count(all)
 	for _, e := range ws.Errs {
 		logf("worker output: %s", e)
 	}
@@ -210,6 +246,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Violations = tolerant
 	}
+	tv, tst := CheckTerms(terms, nem.Pauses)
+	rep.Violations = append(rep.Violations, tv...)
+	rep.Terms = tst
+	wv, wst := CheckWatches(wrecs, nw)
+	rep.Violations = append(rep.Violations, wv...)
+	rep.Watches = wst
 	for _, r := range CheckLinearizable(m, checked, cfg.CheckTimeout) {
 		rep.Histories = append(rep.Histories, HistoryResult{Name: r.Name, Ops: r.Ops, Result: string(r.Result)})
 		switch r.Result {
@@ -228,8 +270,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		// The evidence outlives the run's temporary directory: the
 		// history, the visualizations (above) and every node's log.
 		rep.Evidence = cfg.Out
-		if err := h.WriteJSONL(filepath.Join(cfg.Out, "history.jsonl")); err != nil {
+		if err := all.WriteJSONL(filepath.Join(cfg.Out, "history.jsonl")); err != nil {
 			logf("write history: %v", err)
+		}
+		if err := writeJSONL(filepath.Join(cfg.Out, "watch.jsonl"), wrecs); err != nil {
+			logf("write watch events: %v", err)
 		}
 		for _, n := range c.Nodes {
 			if err := copyFile(n.LogPath, filepath.Join(cfg.Out, filepath.Base(n.LogPath))); err != nil {
@@ -241,6 +286,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		logf("write summary: %v", err)
 	}
 	return rep, nil
+}
+
+func writeJSONL[T any](path string, recs []T) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func copyFile(from, to string) error {
