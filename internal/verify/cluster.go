@@ -99,17 +99,22 @@ func (c *Cluster) Endpoints() []string {
 
 // Start launches node i with clock rate rate.
 func (c *Cluster) Start(i int, rate float64) error {
-	_, err := c.StartWith(i, rate, nil)
+	_, err := c.StartWith(i, rate, nil, "")
 	return err
 }
 
 // StartWith launches node i with clock rate rate and extra arguments, and
-// returns the process.
-func (c *Cluster) StartWith(i int, rate float64, extra []string) (*tenuredproc.Process, error) {
+// returns the process. join, if set, is the API address it joins through
+// (a node with a new data directory); else every node but the first joins
+// the first (a node with data ignores --join).
+func (c *Cluster) StartWith(i int, rate float64, extra []string, join string) (*tenuredproc.Process, error) {
 	n := c.Nodes[i]
 	spec := tenuredproc.Node{ID: n.ID, API: n.API, Raft: n.RaftAddr, RaftAdvertise: n.ProxyAddr, DataDir: n.DataDir,
 		Extra: append(append([]string{"--election-timeout", c.Election.String(), "--fault-inject-clock-rate", fmt.Sprint(rate)}, c.Extra...), extra...)}
-	if i != 0 {
+	switch {
+	case join != "":
+		spec.Join = join
+	case i != 0:
 		spec.Join = c.join
 	}
 	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

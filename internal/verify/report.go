@@ -32,12 +32,15 @@ type Report struct {
 	Skipped      map[string]int            `json:"faults_skipped"`
 	Histories    []HistoryResult           `json:"histories"`
 	Terms        TermStats                 `json:"terms"`
-	Watches      WatchStats                `json:"watches"`
-	Final        map[string]FinalValue     `json:"final"`
-	Violations   []Violation               `json:"violations"`
-	Strict       bool                      `json:"strict"`
-	KnownBugs    []Violation               `json:"known_bugs"` // tolerated observations of known bugs
-	Inconclusive bool                      `json:"inconclusive"`
+	// SnapshotInstalls counts snapshot faults after which the restarted
+	// follower's log mentions a snapshot.
+	SnapshotInstalls int                   `json:"snapshot_installs"`
+	Watches          WatchStats            `json:"watches"`
+	Final            map[string]FinalValue `json:"final"`
+	Violations       []Violation           `json:"violations"`
+	Strict           bool                  `json:"strict"`
+	KnownBugs        []Violation           `json:"known_bugs"` // tolerated observations of known bugs
+	Inconclusive     bool                  `json:"inconclusive"`
 	// Evidence is the directory with the history, the visualizations and
 	// the node logs of a run that failed or was inconclusive.
 	Evidence string `json:"evidence,omitempty"`
@@ -107,6 +110,9 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w)
+	if r.Injected[FaultSnapshot] > 0 {
+		fmt.Fprintf(w, "snapshot installs seen after a snapshot fault: %d of %d\n", r.SnapshotInstalls, r.Injected[FaultSnapshot])
+	}
 	var hs []string
 	for _, h := range r.Histories {
 		hs = append(hs, fmt.Sprintf("%s %d ops %s", h.Name, h.Ops, h.Result))

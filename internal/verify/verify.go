@@ -161,6 +161,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Extra = snapshotFlags
 	defer c.Close()
 	if err := c.Boot(ctx); err != nil {
 		return nil, fmt.Errorf("boot cluster: %w (logs in %s)", err, work)
@@ -246,6 +247,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Violations = tolerant
 	}
+	rep.Violations = append(rep.Violations, nem.Violations...)
+	rep.SnapshotInstalls = nem.Snapshots
 	tv, tst := CheckTerms(terms, nem.Pauses)
 	rep.Violations = append(rep.Violations, tv...)
 	rep.Terms = tst
