@@ -47,7 +47,9 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, bool, error) {
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "negative control: workers write to an unfenced harness-side store; the check must fail")
 	fs.StringVar(&cfg.Out, "out", cfg.Out, "directory for summary.json and, on failure, history.jsonl and the HTML visualization")
 	fs.StringVar(&cfg.Tenured, "tenured", "", "tenured binary (default: next to this one, else built with go build)")
-	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "porcupine time limit per lease name")
+	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "time limit of the linearizability search per lease name")
+	fs.DurationVar(&cfg.EffectWindow, "effect-window", cfg.EffectWindow, "how long after its call an indeterminate operation may still take effect")
+	fs.IntVar(&cfg.ElectionWorkers, "election-workers", cfg.ElectionWorkers, "number of worker processes that lead names through package election")
 	fs.BoolVar(&cfg.Strict, "strict", false, "fail on known bugs B1b and B1c too (a retried acquire whose first attempt granted the lease, answered \"held\" or granted a second time)")
 	fs.BoolVar(&planOnly, "plan", false, "print the fault schedule for --seed and exit")
 	if err := fs.Parse(args); err != nil {

@@ -303,27 +303,30 @@ func Operations(h History) []porcupine.Operation {
 
 // LinearizabilityResult is the verdict for one name.
 type LinearizabilityResult struct {
-	Name   string
-	Ops    int // recorded operations, not counting synthetic ones
-	Result porcupine.CheckResult
-	Info   porcupine.LinearizationInfo
+	Name     string
+	Ops      int // recorded operations, not counting synthetic ones
+	Segments []Segment
+	Result   porcupine.CheckResult
+	// Info is porcupine's account of the illegal segment, if any.
+	Info *porcupine.LinearizationInfo
 }
 
-// CheckLinearizable checks every name's history with porcupine.
-func CheckLinearizable(m Model, h History, timeout time.Duration) []LinearizabilityResult {
+// CheckLinearizable checks every name's history, segment by segment (see
+// segments.go), with indeterminate ops taking effect within window of
+// their call; timeout bounds the search per name.
+func CheckLinearizable(m Model, h History, window, timeout time.Duration) []LinearizabilityResult {
 	var out []LinearizabilityResult
-	pm := m.Porcupine()
 	byName := h.ByName()
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		rs := byName[name]
-		res, info := porcupine.CheckOperationsVerbose(pm, Operations(rs), timeout)
+		res, segs, info := m.checkSegments(rs, window, timeout)
 		real := 0
 		for _, r := range rs {
 			if !r.Synthetic {
 				real++
 			}
 		}
-		out = append(out, LinearizabilityResult{Name: name, Ops: real, Result: res, Info: info})
+		out = append(out, LinearizabilityResult{Name: name, Ops: real, Segments: segs, Result: res, Info: info})
 	}
 	return out
 }

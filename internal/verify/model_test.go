@@ -120,6 +120,12 @@ func TestModel(t *testing.T) {
 			if res != tt.legal {
 				t.Fatalf("linearizable = %v, want %v", res, tt.legal)
 			}
+			// The segmented check must agree (the test histories have no
+			// indeterminate op outliving the window).
+			got := CheckLinearizable(testModel, tt.h, time.Hour, time.Minute)[0].Result == porcupine.Ok
+			if got != tt.legal {
+				t.Fatalf("segmented check: linearizable = %v, want %v", got, tt.legal)
+			}
 		})
 	}
 }
@@ -253,5 +259,46 @@ func TestSeed1Lock2(t *testing.T) {
 	}
 	if !porcupine.CheckOperations(m.Porcupine(), Operations(append(h, RetriedAcquires(h)...))) {
 		t.Fatal("the history still fails with retried acquires modelled")
+	}
+	cfg := DefaultConfig()
+	if r := CheckLinearizable(m, h, cfg.EffectWindow, time.Minute)[0]; r.Result != porcupine.Illegal {
+		t.Fatalf("segmented strict check: %s, want illegal", r.Result)
+	}
+	r := CheckLinearizable(m, append(h, RetriedAcquires(h)...), cfg.EffectWindow, time.Minute)[0]
+	if r.Result != porcupine.Ok {
+		t.Fatalf("segmented check with retried acquires modelled: %s, want ok", r.Result)
+	}
+	t.Logf("%d ops in %d segments", r.Ops, len(r.Segments))
+}
+
+// TestSegments: a violation made of two ops in different segments is
+// still found, because every end state of a segment is carried into the
+// next; and the history cut at its quiet points is checked in pieces.
+func TestSegments(t *testing.T) {
+	h := History{
+		op(0, OpAcquire, "a", 0, 10, Ok, granted(5)),
+		op(0, OpRelease, "a", 20, 30, Ok, withTok(5)),
+		// quiet: a cut here
+		op(1, OpAcquire, "b", 100, 110, Ok, granted(3)),
+	}
+	r := CheckLinearizable(testModel, h, time.Second, time.Minute)[0]
+	if r.Result != porcupine.Illegal || len(r.Segments) != 3 {
+		t.Fatalf("token going backwards across a cut: %s in %d segments, want illegal in the last of 3", r.Result, len(r.Segments))
+	}
+	// An indeterminate grant in the first segment that may still take
+	// effect in the second keeps both segments together.
+	h = History{
+		op(0, OpAcquire, "a", 0, 10, Indeterminate, nil),
+		op(1, OpAcquire, "b", 100, 110, Ok, granted(2)),
+		op(1, OpRelease, "b", 120, 130, Ok, withTok(2)),
+		op(2, OpAcquire, "c", 200, 210, Held, heldBy("a", 3)),
+	}
+	r = CheckLinearizable(testModel, h, time.Second, time.Minute)[0]
+	if r.Result != porcupine.Ok {
+		t.Fatalf("indeterminate grant seen later: %s, want ok", r.Result)
+	}
+	r = CheckLinearizable(testModel, h, 50*time.Millisecond, time.Minute)[0]
+	if r.Result != porcupine.Illegal {
+		t.Fatalf("a grant seen after its op's effect window: %s, want illegal", r.Result)
 	}
 }

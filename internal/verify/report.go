@@ -13,9 +13,10 @@ import (
 
 // HistoryResult is porcupine's verdict on one name's history.
 type HistoryResult struct {
-	Name   string `json:"name"`
-	Ops    int    `json:"ops"`
-	Result string `json:"result"`
+	Name     string `json:"name"`
+	Ops      int    `json:"ops"`
+	Segments int    `json:"segments"` // checked one after another, cut at quiescent points
+	Result   string `json:"result"`
 }
 
 // Report is the outcome of a run.
@@ -115,9 +116,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 	var hs []string
 	for _, h := range r.Histories {
-		hs = append(hs, fmt.Sprintf("%s %d ops %s", h.Name, h.Ops, h.Result))
+		hs = append(hs, fmt.Sprintf("%s %d ops in %d segments %s", h.Name, h.Ops, h.Segments, h.Result))
 	}
-	fmt.Fprintf(w, "histories checked (porcupine): %s\n", strings.Join(hs, "; "))
+	fmt.Fprintf(w, "histories checked (linearizable): %s\n", strings.Join(hs, "; "))
 	var fs []string
 	for _, k := range slices.Sorted(maps.Keys(r.Final)) {
 		f := r.Final[k]
@@ -162,7 +163,7 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  %s\n", v)
 		}
 	case r.Inconclusive:
-		fmt.Fprintln(w, "VERDICT: INCONCLUSIVE (porcupine timed out on a history; no violation found)")
+		fmt.Fprintln(w, "VERDICT: INCONCLUSIVE (the linearizability search timed out on a history; no violation found)")
 	default:
 		fmt.Fprintln(w, "VERDICT: OK, no violations")
 	}

@@ -48,8 +48,12 @@ type Config struct {
 	Out string
 	// Tenured is the tenured binary; found or built when empty.
 	Tenured string
-	// CheckTimeout bounds porcupine per name. Default 60s.
+	// CheckTimeout bounds the linearizability search per lease name.
+	// Default 60s.
 	CheckTimeout time.Duration
+	// EffectWindow is how long after its call an indeterminate op may
+	// still take effect (see segments.go). Default 15s.
+	EffectWindow time.Duration
 	// Strict reports known bugs B1b and B1c (see RetriedAcquires) as
 	// violations instead of tolerating them.
 	Strict bool
@@ -98,6 +102,9 @@ func (c *Config) defaults() {
 	}
 	if c.CheckTimeout == 0 {
 		c.CheckTimeout = 60 * time.Second
+	}
+	if c.EffectWindow == 0 {
+		c.EffectWindow = 15 * time.Second
 	}
 	if c.Log == nil {
 		c.Log = io.Discard
@@ -255,15 +262,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wv, wst := CheckWatches(wrecs, nw)
 	rep.Violations = append(rep.Violations, wv...)
 	rep.Watches = wst
-	for _, r := range CheckLinearizable(m, checked, cfg.CheckTimeout) {
-		rep.Histories = append(rep.Histories, HistoryResult{Name: r.Name, Ops: r.Ops, Result: string(r.Result)})
+	for _, r := range CheckLinearizable(m, checked, cfg.EffectWindow, cfg.CheckTimeout) {
+		rep.Histories = append(rep.Histories, HistoryResult{Name: r.Name, Ops: r.Ops, Segments: len(r.Segments), Result: string(r.Result)})
 		switch r.Result {
 		case porcupine.Unknown:
 			rep.Inconclusive = true
 		case porcupine.Illegal:
 			rep.Violations = append(rep.Violations, Violation{InvLinearizable, fmt.Sprintf("the history of %q (%d ops) is not linearizable; see %s", r.Name, r.Ops,
 				filepath.Join(cfg.Out, "history-"+r.Name+".html"))})
-			if err := porcupine.VisualizePath(m.Porcupine(), r.Info, filepath.Join(cfg.Out, "history-"+r.Name+".html")); err != nil {
+			seg := r.Segments[len(r.Segments)-1]
+			rep.Violations[len(rep.Violations)-1].Detail += fmt.Sprintf(" (segment %d of its history, %s to %s, %d ops)", len(r.Segments), stamp(seg.From), stamp(seg.To), seg.Ops)
+			if err := porcupine.VisualizePath(m.Porcupine(), *r.Info, filepath.Join(cfg.Out, "history-"+r.Name+".html")); err != nil {
 				logf("visualize %s: %v", r.Name, err)
 			}
 		}
