@@ -115,7 +115,7 @@ func (n *Nemesis) injectMore(ctx context.Context, f Fault) bool {
 			flips++
 			sleepCtx(ctx, f.Gap)
 		}
-		n.Log("  %d leadership transfers, each %s after the last", flips, f.Gap)
+		n.Log("  %d leadership transfers, each %s after the last", flips, f.Gap.Round(time.Millisecond))
 		return flips > 0
 	case FaultSnapshot:
 		i := n.follower(ctx, max(f.Target, 0))

@@ -93,7 +93,7 @@ func runHarness(t *testing.T, bin string, args ...string) (int, Report, string) 
 // must pass, and the unfenced negative control must fail.
 func TestVerify(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs real processes for about a minute")
+		t.Skip("runs real processes for about two minutes")
 	}
 	bin := buildHarness(t)
 
@@ -102,7 +102,7 @@ func TestVerify(t *testing.T) {
 	})
 
 	t.Run("Short", func(t *testing.T) {
-		code, rep, out := runHarness(t, bin, "--duration", "32s", "--seed", "1")
+		code, rep, out := runHarness(t, bin, "--duration", "60s", "--seed", "1")
 		if code != 0 || !rep.OK {
 			t.Fatalf("exit %d, violations %v; evidence in %s", code, rep.Violations, out)
 		}
@@ -111,10 +111,13 @@ func TestVerify(t *testing.T) {
 				t.Errorf("no %s fault was injected: %v", k, rep.Injected)
 			}
 		}
-		for _, op := range []string{OpAcquire, "acquire-wait", OpRenew, OpRelease, OpPut, OpGet} {
+		for _, op := range []string{OpAcquire, "acquire-wait", OpRenew, OpRelease, OpPut, OpGet, OpTerm, OpTermPut} {
 			if rep.Ops[op][Ok] == 0 {
 				t.Errorf("no successful %s: %v", op, rep.Ops)
 			}
+		}
+		if rep.Watches.Events == 0 || rep.Terms.Terms == 0 {
+			t.Errorf("the new checks saw nothing: watches %+v, terms %+v", rep.Watches, rep.Terms)
 		}
 	})
 
