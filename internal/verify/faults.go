@@ -15,10 +15,12 @@ import (
 
 // Snapshot settings every node runs with, so that the snapshot fault can
 // force a follower onto a snapshot install within seconds.
-var snapshotFlags = []string{"--snapshot-threshold", "64", "--trailing-logs", "16", "--snapshot-interval", "200ms"}
+// The raft library logs at info, which says when a follower installs a
+// snapshot.
+var nodeFlags = []string{"--snapshot-threshold", "64", "--trailing-logs", "16", "--snapshot-interval", "200ms", "--raft-log-level", "info"}
 
 // entriesForSnapshot is how many entries the cluster must commit while a
-// follower is down so that the log it needs is compacted away: more than
+// follower is cut off so that the log it needs is compacted away: more than
 // the snapshot threshold plus the trailing logs.
 const entriesForSnapshot = 64 + 16 + 40
 
@@ -118,22 +120,24 @@ func (n *Nemesis) injectMore(ctx context.Context, f Fault) bool {
 		n.Log("  %d leadership transfers, each %s after the last", flips, f.Gap.Round(time.Millisecond))
 		return flips > 0
 	case FaultSnapshot:
+		// The follower stays up and serves its watchers while it is cut
+		// off, so that it installs the snapshot under open watches.
 		i := n.follower(ctx, max(f.Target, 0))
 		before := n.clusterIndex(ctx)
-		n.C.Kill(i)
-		err := waitFor(ctx, 60*time.Second, fmt.Sprintf("the cluster to commit %d entries past index %d while node %d is down", entriesForSnapshot, before, i+1),
+		logSize := fileSize(n.C.Nodes[i].LogPath)
+		n.C.Net.Isolate(i)
+		err := waitFor(ctx, 60*time.Second, fmt.Sprintf("the cluster to commit %d entries past index %d while node %d is cut off", entriesForSnapshot, before, i+1),
 			func() bool { return n.clusterIndex(ctx) > before+entriesForSnapshot })
 		if err != nil {
 			n.Log("  %v", err)
 		}
-		logSize := fileSize(n.C.Nodes[i].LogPath)
-		n.restart(i, 1)
+		n.C.Net.Heal()
 		err = waitFor(ctx, 20*time.Second, fmt.Sprintf("node %d to catch up", i+1), func() bool {
 			st, err := n.status(ctx, i)
 			return err == nil && st.AppliedIndex > before+entriesForSnapshot
 		})
-		installed := strings.Contains(strings.ToLower(tailFrom(n.C.Nodes[i].LogPath, logSize)), "snapshot")
-		n.Log("  node %d down for %d entries, restarted; caught up: %v; snapshot in its log: %v", i+1, entriesForSnapshot, errText(err), installed)
+		installed := strings.Contains(strings.ToLower(tailFrom(n.C.Nodes[i].LogPath, logSize)), "installed remote snapshot")
+		n.Log("  node %d cut off for %d entries, healed; caught up: %v; snapshot in its log: %v", i+1, entriesForSnapshot, errText(err), installed)
 		if installed {
 			n.mu.Lock()
 			n.Snapshots++

@@ -23,7 +23,7 @@ const (
 	FaultPauseClient = "pause-client" // SIGSTOP a worker process, SIGCONT after Dur
 
 	FaultFlap       = "flap"             // transfer leadership again Gap after each takeover, for Dur
-	FaultSnapshot   = "snapshot"         // stop a follower until the log it needs is compacted away, then restart it
+	FaultSnapshot   = "snapshot"         // cut a follower off until the log it needs is compacted away, then heal
 	FaultSplit      = "partition-split"  // cut a minority (with the leader or node Target) from the majority for Dur
 	FaultBridge     = "partition-bridge" // cut the link between the leader (or node Target) and one other node for Dur
 	FaultMember     = "member"           // remove a follower (Leave), wipe its data, re-add it with --join after Dur

@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Extra = snapshotFlags
+	c.Extra = nodeFlags
 	defer c.Close()
 	if err := c.Boot(ctx); err != nil {
 		return nil, fmt.Errorf("boot cluster: %w (logs in %s)", err, work)
