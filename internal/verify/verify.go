@@ -259,7 +259,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	tv, tst := CheckTerms(terms, nem.Pauses)
 	rep.Violations = append(rep.Violations, tv...)
 	rep.Terms = tst
-	wv, wst := CheckWatches(wrecs, nw)
+	wv, wst := CheckWatches(wrecs, nw, all)
 	rep.Violations = append(rep.Violations, wv...)
 	rep.Watches = wst
 	for _, r := range CheckLinearizable(m, checked, cfg.EffectWindow, cfg.CheckTimeout) {

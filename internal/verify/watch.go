@@ -111,7 +111,11 @@ func (r WatchRecord) key() string { return fmt.Sprintf("%s %s#%d", r.Type, r.Nam
 
 // CheckWatches checks that every watcher's stream follows the commit
 // order: the union of every stream's grants, releases and expiries, by
-// raft index, is the reference. Within one stream (between resets):
+// raft index, is the reference. Every grant a client was told of (the
+// first answer with its token: an acquire, an election term) is in the
+// reference if some stream was open from 15s before its call (an earlier
+// attempt may have made it) to after its return. Within one stream
+// (between resets):
 //
 //   - every index that carries events carries the same events as in the
 //     reference, and indexes never go backwards;
@@ -121,7 +125,7 @@ func (r WatchRecord) key() string { return fmt.Sprintf("%s %s#%d", r.Type, r.Nam
 //   - per name, the stream's picture (from its current-state events on)
 //     stays consistent: a grant only of a free name with a larger token
 //     than any before, a release or expiry only of the current grant.
-func CheckWatches(recs []WatchRecord, watchers int) ([]Violation, WatchStats) {
+func CheckWatches(recs []WatchRecord, watchers int, h History) ([]Violation, WatchStats) {
 	st := WatchStats{Watchers: watchers}
 	type stream struct {
 		node, seg int
@@ -165,6 +169,41 @@ func CheckWatches(recs []WatchRecord, watchers int) ([]Violation, WatchStats) {
 	st.Indexes = len(ref)
 	refIdx := slices.Sorted(maps.Keys(ref))
 	var vs []Violation
+	granted := map[string]bool{}
+	for _, evs := range ref {
+		for _, e := range evs {
+			granted[e] = true
+		}
+	}
+	// The first sighting of each token: the grant happened before its
+	// return, and after its call or, if an earlier attempt of the holder
+	// made it, at most grantSlack before.
+	const grantSlack = int64(15 * time.Second)
+	firstSeen := map[string]Record{}
+	for _, r := range h {
+		if r.Outcome != Ok || (r.Op != OpAcquire && r.Op != OpTerm) || r.OutToken == 0 {
+			continue
+		}
+		k := fmt.Sprintf("%s %s#%d", client.EventGranted, r.Name, r.OutToken)
+		if f, ok := firstSeen[k]; !ok || r.Return < f.Return {
+			firstSeen[k] = r
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(firstSeen)) {
+		r := firstSeen[k]
+		if granted[k] {
+			continue
+		}
+		tok := r.OutToken
+		for _, s := range streams {
+			first, last := s.recs[0], s.recs[len(s.recs)-1]
+			if first.At < r.Call-grantSlack && last.At > r.Return && len(vs) < 50 {
+				vs = append(vs, Violation{InvWatch, fmt.Sprintf("%s was granted %s#%d at %s, but no watch stream showed the grant although the one on n%d was open from %s to %s",
+					r.Holder, r.Name, tok, stamp(r.Return), s.node+1, stamp(first.At), stamp(last.At))})
+				break
+			}
+		}
+	}
 	report := func(s *stream, format string, args ...any) {
 		if len(vs) < 50 {
 			vs = append(vs, Violation{InvWatch, fmt.Sprintf("watcher on n%d, stream %d: ", s.node+1, s.seg) + fmt.Sprintf(format, args...)})

@@ -49,10 +49,29 @@ func TestCheckWatches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			vs, st := CheckWatches(append(append([]WatchRecord(nil), full...), tt.other...), 2)
+			vs, st := CheckWatches(append(append([]WatchRecord(nil), full...), tt.other...), 2, nil)
 			if tt.bad != (len(vs) > 0) {
 				t.Fatalf("violations %v, want bad=%v (stats %+v)", vs, tt.bad, st)
 			}
 		})
+	}
+}
+
+// TestCheckWatchesSeesClientGrants: a grant a client was told of must be
+// in the streams that were open at the time.
+func TestCheckWatchesSeesClientGrants(t *testing.T) {
+	recs := []WatchRecord{
+		{Node: 0, Seg: 1, Type: "synced", At: 0},
+		{Node: 0, Seg: 1, Type: "granted", Name: "a", Token: 1, Index: 10, At: 100 * ms},
+		{Node: 0, Seg: 1, Type: "released", Name: "a", Token: 1, Index: 11, At: 5000 * ms},
+	}
+	seen := History{op(0, OpAcquire, "x", 50, 60, Ok, func(r *Record) { r.Name, r.OutToken = "a", 1 })}
+	if vs, _ := CheckWatches(recs, 1, seen); len(vs) > 0 {
+		t.Fatalf("a grant the stream showed: %v", vs)
+	}
+	unseen := History{op(0, OpAcquire, "x", 20000, 20010, Ok, func(r *Record) { r.Name, r.OutToken = "a", 2 })}
+	recs[2].At = 40000 * ms
+	if vs, _ := CheckWatches(recs, 1, unseen); len(vs) == 0 {
+		t.Fatal("a grant no open stream showed passed")
 	}
 }
