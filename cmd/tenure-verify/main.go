@@ -49,7 +49,7 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, bool, error) {
 	fs.StringVar(&cfg.Tenured, "tenured", "", "tenured binary (default: next to this one, else built with go build)")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "time limit of the linearizability search per lease name")
 	fs.DurationVar(&cfg.EffectWindow, "effect-window", cfg.EffectWindow, "how long after its call an indeterminate operation may still take effect")
-	fs.IntVar(&cfg.ElectionWorkers, "election-workers", cfg.ElectionWorkers, "number of worker processes that lead names through package election")
+	fs.IntVar(&cfg.ElectionWorkers, "election-workers", cfg.ElectionWorkers, "number of worker processes that lead names through package election (0: none)")
 	fs.BoolVar(&cfg.Strict, "strict", false, "fail on known bugs B1b and B1c too (a retried acquire whose first attempt granted the lease, answered \"held\" or granted a second time)")
 	fs.BoolVar(&planOnly, "plan", false, "print the fault schedule for --seed and exit")
 	if err := fs.Parse(args); err != nil {
@@ -57,6 +57,9 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, bool, error) {
 	}
 	if fs.NArg() > 0 {
 		return cfg, false, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.ElectionWorkers == 0 {
+		cfg.ElectionWorkers = -1 // none; the zero value of the field means the default
 	}
 	cfg.Faults = []string{}
 	for _, f := range strings.Split(faults, ",") {
@@ -73,6 +76,10 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, bool, error) {
 		return cfg, false, fmt.Errorf("--duration must be at least 10s")
 	case cfg.Nodes < 1, cfg.Workers < 1, cfg.Names < 1:
 		return cfg, false, fmt.Errorf("--nodes, --workers and --names must be positive")
+	case cfg.ElectionWorkers < -1:
+		return cfg, false, fmt.Errorf("--election-workers must not be negative")
+	case cfg.EffectWindow <= 0:
+		return cfg, false, fmt.Errorf("--effect-window must be positive")
 	}
 	if seed == 0 {
 		seed = time.Now().UnixNano() % 1_000_000_000

@@ -31,7 +31,7 @@ type Config struct {
 	// Names is the number of contended lease names. Default 3.
 	Names int
 	// ElectionWorkers is the number of worker processes that lead names
-	// through package election. Default 3.
+	// through package election. Default 3; negative: none.
 	ElectionWorkers int
 	// ElectionNames is the number of names they contend for. Default 2.
 	ElectionNames int
@@ -134,7 +134,7 @@ func (c Config) Drift() float64 {
 // Schedule returns the fault schedule of c.
 func (c Config) Schedule() Schedule {
 	c.defaults()
-	return NewSchedule(c.Seed, c.Duration, c.Faults, c.Nodes, c.Workers+c.ElectionWorkers, c.TTL)
+	return NewSchedule(c.Seed, c.Duration, c.Faults, c.Nodes, c.Workers+max(c.ElectionWorkers, 0), c.TTL)
 }
 
 // Run runs the harness: cluster, traffic, faults, then the checks.
@@ -201,7 +201,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i := range cfg.ElectionNames {
 		elect = append(elect, fmt.Sprintf("elect-%d", i))
 	}
-	for i := range cfg.ElectionWorkers {
+	for i := range max(cfg.ElectionWorkers, 0) {
 		wcfgs = append(wcfgs, WorkerConfig{ID: cfg.Workers + i, Seed: cfg.Seed, Endpoints: c.Endpoints(), TTL: cfg.TTL, Election: elect, Drift: cfg.Drift()})
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
