@@ -220,15 +220,16 @@ func (m Model) put(s leaseState, r Record) []leaseState {
 
 // Porcupine returns the porcupine model.
 func (m Model) Porcupine() porcupine.Model {
+	return m.porcupineFrom([]leaseState{{}})
+}
+
+// porcupineFrom returns the porcupine model with init as the possible
+// start states.
+func (m Model) porcupineFrom(init []leaseState) porcupine.Model {
 	nd := porcupine.NondeterministicModel{
-		Init: func() []interface{} { return []interface{}{leaseState{}} },
+		Init: func() []interface{} { return toIfaces(init) },
 		Step: func(state, input, output interface{}) []interface{} {
-			next := m.step(state.(leaseState), input.(Record))
-			out := make([]interface{}, len(next))
-			for i, n := range next {
-				out[i] = n
-			}
-			return out
+			return toIfaces(m.step(state.(leaseState), input.(Record)))
 		},
 		DescribeOperation: func(input, output interface{}) string {
 			return describe(input.(Record))
@@ -307,8 +308,8 @@ type LinearizabilityResult struct {
 	Ops      int // recorded operations, not counting synthetic ones
 	Segments []Segment
 	Result   porcupine.CheckResult
-	// Info is porcupine's account of the illegal segment, if any.
-	Info *porcupine.LinearizationInfo
+	// Visual is porcupine's account of the illegal segment, if any.
+	Visual *visual
 }
 
 // CheckLinearizable checks every name's history, segment by segment (see
@@ -319,14 +320,14 @@ func CheckLinearizable(m Model, h History, window, timeout time.Duration) []Line
 	byName := h.ByName()
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		rs := byName[name]
-		res, segs, info := m.checkSegments(rs, window, timeout)
+		res, segs, vis := m.checkSegments(rs, window, timeout)
 		real := 0
 		for _, r := range rs {
 			if !r.Synthetic {
 				real++
 			}
 		}
-		out = append(out, LinearizabilityResult{Name: name, Ops: real, Segments: segs, Result: res, Info: info})
+		out = append(out, LinearizabilityResult{Name: name, Ops: real, Segments: segs, Result: res, Visual: vis})
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -284,6 +285,9 @@ func TestSegments(t *testing.T) {
 	r := CheckLinearizable(testModel, h, time.Second, time.Minute)[0]
 	if r.Result != porcupine.Illegal || len(r.Segments) != 3 {
 		t.Fatalf("token going backwards across a cut: %s in %d segments, want illegal in the last of 3", r.Result, len(r.Segments))
+	}
+	if err := r.Visual.write(filepath.Join(t.TempDir(), "l.html")); err != nil {
+		t.Fatalf("visualize the illegal segment: %v", err)
 	}
 	// An indeterminate grant in the first segment that may still take
 	// effect in the second keeps both segments together.

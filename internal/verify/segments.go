@@ -184,7 +184,7 @@ func compareStates(a, b leaseState) int {
 // within timeout. On an
 // illegal segment it returns porcupine's result for that segment (from
 // the states it could start in) for the visualization.
-func (m Model) checkSegments(h History, window, timeout time.Duration) (porcupine.CheckResult, []Segment, *porcupine.LinearizationInfo) {
+func (m Model) checkSegments(h History, window, timeout time.Duration) (porcupine.CheckResult, []Segment, *visual) {
 	states := []leaseState{{}}
 	var segs []Segment
 	for _, ops := range cuts(prepare(h, window)) {
@@ -199,16 +199,9 @@ func (m Model) checkSegments(h History, window, timeout time.Duration) (porcupin
 			return porcupine.Unknown, append(segs, seg), nil
 		case len(next) == 0:
 			seg.Result = porcupine.Illegal
-			pm := m.Porcupine()
-			from := states
-			nd := porcupine.NondeterministicModel{
-				Init:              func() []interface{} { return toIfaces(from) },
-				Step:              m.porcupineStep,
-				DescribeOperation: pm.DescribeOperation,
-				DescribeState:     pm.DescribeState,
-			}
-			_, info := porcupine.CheckOperationsVerbose(nd.ToModel(), ops, 10*time.Second)
-			return porcupine.Illegal, append(segs, seg), &info
+			pm := m.porcupineFrom(states)
+			_, info := porcupine.CheckOperationsVerbose(pm, ops, 10*time.Second)
+			return porcupine.Illegal, append(segs, seg), &visual{model: pm, info: info}
 		}
 		seg.Result, seg.States = porcupine.Ok, len(next)
 		segs = append(segs, seg)
@@ -217,14 +210,27 @@ func (m Model) checkSegments(h History, window, timeout time.Duration) (porcupin
 	return porcupine.Ok, segs, nil
 }
 
+// visual is porcupine's account of an illegal segment and the model (with
+// the segment's start states) it was computed with.
+type visual struct {
+	model porcupine.Model
+	info  porcupine.LinearizationInfo
+}
+
+// write draws v as HTML to path.
+func (v *visual) write(path string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("porcupine: %v", r)
+		}
+	}()
+	return porcupine.VisualizePath(v.model, v.info, path)
+}
+
 func toIfaces(ss []leaseState) []interface{} {
 	out := make([]interface{}, len(ss))
 	for i, s := range ss {
 		out[i] = s
 	}
 	return out
-}
-
-func (m Model) porcupineStep(state, input, output interface{}) []interface{} {
-	return toIfaces(m.step(state.(leaseState), input.(Record)))
 }

@@ -272,7 +272,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				filepath.Join(cfg.Out, "history-"+r.Name+".html"))})
 			seg := r.Segments[len(r.Segments)-1]
 			rep.Violations[len(rep.Violations)-1].Detail += fmt.Sprintf(" (segment %d of its history, %s to %s, %d ops)", len(r.Segments), stamp(seg.From), stamp(seg.To), seg.Ops)
-			if err := porcupine.VisualizePath(m.Porcupine(), *r.Info, filepath.Join(cfg.Out, "history-"+r.Name+".html")); err != nil {
+			if err := r.Visual.write(filepath.Join(cfg.Out, "history-"+r.Name+".html")); err != nil {
 				logf("visualize %s: %v", r.Name, err)
 			}
 		}
