@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/internal/tenuredproc"
 )
 
 // WorkerConfig is what a worker process is told, as JSON in its
@@ -64,6 +65,7 @@ func StartWorkers(cfgs []WorkerConfig, stderr *os.File) (*WorkerSet, error) {
 		cmd := exec.Command(exe)
 		cmd.Env = append(os.Environ(), WorkerEnv+"="+string(b))
 		cmd.Stderr = stderr
+		tenuredproc.DieWithParent(cmd) // no worker outlives a killed harness
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			return nil, err
