@@ -142,7 +142,7 @@ func (r *Report) Print(w io.Writer) {
 	if r.Strict {
 		fmt.Fprintf(w, "known bugs: none tolerated (--strict)\n\n")
 	} else {
-		fmt.Fprintf(w, "known bugs: B1b/B1c (a retried acquire whose first attempt may have granted, answered held or granted again) tolerated; invariants needed it %d times\n", len(r.KnownBugs))
+		fmt.Fprintf(w, "known bugs: B1b/B1c (a retried acquire whose first attempt may have granted, answered held or granted again) tolerated; needed %d times\n", len(r.KnownBugs))
 		for i, v := range r.KnownBugs {
 			if i == 3 {
 				fmt.Fprintf(w, "  ... %d more (see summary.json)\n", len(r.KnownBugs)-i)

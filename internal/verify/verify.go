@@ -262,8 +262,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wv, wst := CheckWatches(wrecs, nw, all)
 	rep.Violations = append(rep.Violations, wv...)
 	rep.Watches = wst
+	var strict map[string]porcupine.CheckResult
+	if !cfg.Strict {
+		// Which names pass only with retried acquires modelled: the
+		// observations of B1b/B1c the summary lists.
+		strict = map[string]porcupine.CheckResult{}
+		for _, r := range CheckLinearizable(m, h, cfg.EffectWindow, cfg.CheckTimeout) {
+			strict[r.Name] = r.Result
+		}
+	}
 	for _, r := range CheckLinearizable(m, checked, cfg.EffectWindow, cfg.CheckTimeout) {
 		rep.Histories = append(rep.Histories, HistoryResult{Name: r.Name, Ops: r.Ops, Segments: len(r.Segments), Result: string(r.Result)})
+		if r.Result == porcupine.Ok && strict != nil && strict[r.Name] == porcupine.Illegal {
+			rep.KnownBugs = append(rep.KnownBugs, Violation{"B1b/B1c", fmt.Sprintf("the history of %q is linearizable only with retried acquires modelled as possibly granted twice", r.Name)})
+		}
 		switch r.Result {
 		case porcupine.Unknown:
 			rep.Inconclusive = true
