@@ -306,3 +306,28 @@ func TestSegments(t *testing.T) {
 		t.Fatalf("a grant seen after its op's effect window: %s, want illegal", r.Result)
 	}
 }
+
+// TestNetworkCuts: which raft connections the proxies refuse for a
+// minority/majority split and for one cut link.
+func TestNetworkCuts(t *testing.T) {
+	n := NewNetwork(func() map[int]int { return nil })
+	n.Split([]int{0, 1}, []int{2, 3, 4})
+	for _, c := range []struct {
+		src, dst int
+		blocked  bool
+	}{{0, 1, false}, {1, 0, false}, {0, 2, true}, {4, 1, true}, {2, 3, false}, {3, 4, false}} {
+		if got := n.blocked(c.src, c.dst); got != c.blocked {
+			t.Errorf("split {1,2}|{3,4,5}: n%d -> n%d blocked %v, want %v", c.src+1, c.dst+1, got, c.blocked)
+		}
+	}
+	n.Heal()
+	n.Cut(0, 2)
+	for _, c := range []struct {
+		src, dst int
+		blocked  bool
+	}{{0, 2, true}, {2, 0, true}, {0, 1, false}, {1, 2, false}, {-1, 2, false}} {
+		if got := n.blocked(c.src, c.dst); got != c.blocked {
+			t.Errorf("bridge: n%d -> n%d blocked %v, want %v", c.src+1, c.dst+1, got, c.blocked)
+		}
+	}
+}
