@@ -33,6 +33,8 @@ type Report struct {
 	Skipped      map[string]int            `json:"faults_skipped"`
 	Histories    []HistoryResult           `json:"histories"`
 	Terms        TermStats                 `json:"terms"`
+	// Pauses lists, per worker, when the nemesis stopped its process.
+	Pauses map[int][]Interval `json:"pauses,omitempty"`
 	// SnapshotInstalls counts snapshot faults after which the restarted
 	// follower's log mentions a snapshot.
 	SnapshotInstalls int                   `json:"snapshot_installs"`

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -28,7 +29,13 @@ import (
 //     never; the nemesis never leaves the cluster without a leader for
 //     more than a few seconds. Its return is taken as call+EffectWindow.
 //     An indeterminate read or renewal changes nothing in the model and
-//     is left out.
+//     is left out. An acquire the client reports as indeterminate only
+//     because a retry was answered "held" after an earlier attempt may
+//     have been granted (B1b) took effect, if at all, before that answer:
+//     the answer came from a leader that had committed its term's barrier,
+//     so every earlier attempt's entry was applied before it or never will
+//     be, and a retry leaves the wait queue (7aae23d); it is bounded by its
+//     return.
 //   - A cut is a time that no op's interval (with that return) spans:
 //     every op before it returned before every op after it was called,
 //     so in every linearization of the whole history all ops before the
@@ -37,6 +44,11 @@ import (
 //     its predecessor ended in; carrying the set of all end states of each
 //     segment (not one) makes the chained check exact, so no violation can
 //     hide across a cut.
+
+// expiredSince is in the error of an acquire the client reports as
+// indeterminate after a retry was answered "held" while an earlier
+// attempt may have been granted (B1b).
+const expiredSince = "an earlier attempt may have been granted and has expired since"
 
 // Segment is the verdict on one segment of one name's history.
 type Segment struct {
@@ -56,6 +68,11 @@ func prepare(h History, window time.Duration) []porcupine.Operation {
 	var ops []porcupine.Operation
 	for _, r := range h {
 		ret := r.Return
+		if r.Op == OpAcquire && r.Outcome == Indeterminate && strings.Contains(r.Err, expiredSince) {
+			// The client had a definite "held" answer; an earlier attempt
+			// took effect before it or never.
+			r.Outcome = Maybe
+		}
 		if r.Outcome == Indeterminate {
 			if r.Op == OpGet || r.Op == OpRenew {
 				continue // changes nothing whether or not it happened

@@ -256,6 +256,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Violations = append(rep.Violations, nem.Violations...)
 	rep.SnapshotInstalls = nem.Snapshots
+	rep.Pauses = nem.Pauses
 	tv, tst := CheckTerms(terms, nem.Pauses)
 	rep.Violations = append(rep.Violations, tv...)
 	rep.Terms = tst
