@@ -331,3 +331,32 @@ func TestNetworkCuts(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldAfterRetryIsBounded: an acquire the client reports as
+// indeterminate after a retry was answered "held" (B1b) may have granted
+// before that answer, not after it.
+func TestHeldAfterRetryIsBounded(t *testing.T) {
+	b1b := func(r *Record) {
+		r.Err = "client: the request may or may not have been applied (" + expiredSince + "): held"
+	}
+	before := History{
+		op(1, OpAcquire, "b", 0, 3000, Indeterminate, b1b),
+		op(2, OpAcquire, "c", 500, 510, Held, heldBy("b", 1)),
+	}
+	after := History{
+		op(1, OpAcquire, "b", 0, 300, Indeterminate, b1b),
+		op(3, OpAcquire, "d", 2000, 2010, Ok, granted(2)),
+		op(3, OpRelease, "d", 2100, 2110, Ok, withTok(2)),
+		op(2, OpAcquire, "c", 5000, 5010, Held, heldBy("b", 3)),
+	}
+	if r := CheckLinearizable(testModel, before, time.Minute, time.Minute)[0]; r.Result != porcupine.Ok {
+		t.Fatalf("a grant before the answer: %s, want ok", r.Result)
+	}
+	if r := CheckLinearizable(testModel, after, time.Minute, time.Minute)[0]; r.Result != porcupine.Illegal {
+		t.Fatalf("a grant after the answer: %s, want illegal", r.Result)
+	}
+	after[0].Err = "" // an indeterminate acquire of another cause may take effect later
+	if r := CheckLinearizable(testModel, after, time.Minute, time.Minute)[0]; r.Result != porcupine.Ok {
+		t.Fatalf("a grant within the effect window: %s, want ok", r.Result)
+	}
+}
