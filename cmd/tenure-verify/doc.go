@@ -37,6 +37,7 @@
 //	go run ./cmd/tenure-verify --duration 60s
 //	go run ./cmd/tenure-verify --seed 42 --duration 30m
 //	go run ./cmd/tenure-verify --seed 42 --plan            # print the schedule only
+//	go run ./cmd/tenure-verify --recheck verify-out        # check a kept history again
 //	go run ./cmd/tenure-verify --unsafe --faults pause-client --duration 15s
 //
 // --unsafe is the negative control: the workers' writes and reads go to an
