@@ -14,7 +14,8 @@ import (
 // (history.jsonl, watch.jsonl and summary.json): the linearizability
 // check, the plain invariants (durability with the final state the run
 // read), the watch check, and the election checks when the summary lists
-// the client pauses. Faults are not replayed; use --seed for that.
+// the client pauses (else their verdict is the run's). Faults are not
+// replayed; use --seed for that.
 func Recheck(dir string, cfg Config) (*Report, error) {
 	cfg.defaults()
 	f, err := os.Open(filepath.Join(dir, "history.jsonl"))
@@ -42,11 +43,20 @@ func Recheck(dir string, cfg Config) (*Report, error) {
 		checked = append(append(History(nil), h...), RetriedAcquires(h)...)
 		rep.Violations = CheckInvariants(checked, old.Final, m.MinExpiry)
 	}
+	// What cannot be checked again is taken from the run: the faults'
+	// own findings, and the election checks when the summary predates
+	// the pauses they need.
 	for _, v := range old.Violations {
-		if v.Invariant == InvDamagedRefused {
+		switch v.Invariant {
+		case InvDamagedRefused:
 			rep.Violations = append(rep.Violations, v)
+		case InvTermTokens, InvWriteInTerm, InvTermsDisjoint:
+			if old.Pauses == nil {
+				rep.Violations = append(rep.Violations, v)
+			}
 		}
 	}
+	rep.Terms = old.Terms
 	if old.Pauses != nil {
 		tv, tst := CheckTerms(terms, old.Pauses)
 		rep.Violations = append(rep.Violations, tv...)
