@@ -7,15 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tenure-io/tenure/internal/tenuredproc"
 )
 
 var bin struct {
@@ -34,10 +33,8 @@ func TestMain(m *testing.M) {
 		{bin.tenured, "github.com/tenure-io/tenure/cmd/tenured"},
 		{bin.tenure, "github.com/tenure-io/tenure/cmd/tenure"},
 	} {
-		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n", b.pkg, err)
+		if err := tenuredproc.Build(b.out, b.pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}
@@ -47,43 +44,32 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // server is one tenured process.
 type server struct {
-	t        *testing.T
-	name     string
-	api      string
-	raft     string
-	dataDir  string
-	join     string
-	extra    []string
-	cmd      *exec.Cmd
-	log      *bytes.Buffer
-	exited   chan struct{}
-	exitCode int
+	t       *testing.T
+	node    tenuredproc.Node
+	name    string
+	api     string
+	raft    string
+	dataDir string
+	proc    *tenuredproc.Process
+	log     *syncBuffer
 }
 
 // newServer prepares a server; start starts it, and the process is
-// killed when the test ends. Its log keeps the output of every start.
+// killed when the test ends. Its ports stay reserved until then (also
+// while it is down), and its log keeps the output of every start.
 func newServer(t *testing.T, name, join string, extra ...string) *server {
-	s := &server{
-		t: t, name: name, api: freeAddr(t), raft: freeAddr(t),
-		dataDir: filepath.Join(t.TempDir(), name), join: join, extra: extra,
-		log: new(bytes.Buffer),
+	ports, err := tenuredproc.ReservePorts(2)
+	if err != nil {
+		t.Fatal(err)
 	}
+	addrs := ports.Addrs()
+	s := &server{t: t, name: name, api: addrs[0], raft: addrs[1], dataDir: filepath.Join(t.TempDir(), name), log: &syncBuffer{}}
+	s.node = tenuredproc.Node{ID: name, API: s.api, Raft: s.raft, DataDir: s.dataDir, Join: join, Extra: extra}
 	t.Cleanup(func() {
 		s.kill()
+		ports.Release()
 		if t.Failed() {
 			t.Logf("--- log of %s ---\n%s", s.name, s.log.String())
 		}
@@ -103,65 +89,36 @@ func startSingle(t *testing.T) *server {
 
 func (s *server) start() {
 	s.t.Helper()
-	args := []string{"--node-id", s.name, "--listen", s.api, "--raft-listen", s.raft, "--data-dir", s.dataDir}
-	if s.join != "" {
-		args = append(args, "--join", s.join)
+	p, err := tenuredproc.Start(bin.tenured, s.node.Args(), s.log)
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	args = append(args, s.extra...)
-	cmd := exec.Command(bin.tenured, args...)
-	cmd.Stdout, cmd.Stderr = s.log, s.log
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start %s: %v", s.name, err)
-	}
-	exited := make(chan struct{})
-	s.cmd, s.exited = cmd, exited
-	go func() {
-		cmd.Wait()
-		s.exitCode = cmd.ProcessState.ExitCode()
-		close(exited)
-	}()
+	s.proc = p
 }
 
 // kill sends SIGKILL and waits for the process to exit.
 func (s *server) kill() {
-	if s.cmd == nil {
-		return
+	if s.proc != nil {
+		s.proc.Kill()
 	}
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
 }
 
 // stop sends SIGTERM and waits for a clean exit.
 func (s *server) stop() int {
 	s.t.Helper()
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(20 * time.Second):
+	code, ok := s.proc.Stop(20 * time.Second)
+	if !ok {
 		s.t.Fatalf("%s did not exit within 20s of SIGTERM", s.name)
 	}
-	return s.exitCode
+	return code
 }
 
 // waitReady polls /readyz until the node knows a leader.
 func (s *server) waitReady(timeout time.Duration) {
 	s.t.Helper()
-	eventually(s.t, s.name+" to be ready", timeout, func() error {
-		res, err := http.Get("http://" + s.api + "/readyz")
-		if err != nil {
-			return err
-		}
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %s", res.Status)
-		}
-		return nil
-	})
+	if err := s.proc.WaitReady(context.Background(), s.api, timeout); err != nil {
+		s.t.Fatalf("%s: %v", s.name, err)
+	}
 }
 
 // eventually polls f until it returns nil or timeout passes, then fails

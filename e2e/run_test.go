@@ -80,15 +80,11 @@ sleep 60 & wait`, termFile)
 	// Let a renewal or two go through.
 	waitLine(t, "a renewal", run.stderr, regexp.MustCompile(`^tenure: renewed jobs/x`), 5*time.Second)
 
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	s.proc.Signal(syscall.SIGSTOP)
 	stoppedAt := time.Now()
 	code := run.wait(15 * time.Second)
 	exitedAt := time.Now()
-	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	s.proc.Signal(syscall.SIGCONT)
 	stderr := run.stderr.String()
 	if code != 4 || !strings.Contains(stderr, "tenure: lease jobs/x lost: ") {
 		t.Fatalf("tenure run exited %d, want 4 and a lost message; stderr:\n%s", code, stderr)

@@ -1,24 +1,43 @@
 // Command tenure-verify is tenure's fault harness, after etcd's
 // tests/robustness. It starts --nodes real tenured processes on loopback
-// (each with its own data directory, its raft port behind a fault-injecting
-// proxy), runs --workers client processes that acquire (try and wait),
-// renew, release, and write and read fenced keys on --names contended lease
-// names with short TTLs, and injects a fault schedule generated up front
-// from --seed: SIGKILL and restart of nodes (the leader included),
-// SIGSTOP/SIGCONT of nodes and of client processes for longer than the TTL,
-// raft partitions that isolate one node (the leader included), clock-rate
-// skew (a node restarted with --fault-inject-clock-rate and made leader) and
-// leadership transfers. --faults picks a subset.
+// (each with its own data directory and reserved ports, its raft port
+// behind a fault-injecting proxy, small snapshot settings), runs --workers
+// client processes that acquire (try and wait), renew, release, and write
+// and read fenced keys on --names contended lease names with short TTLs,
+// --election-workers processes that lead names through package election
+// and write under each term, and one watcher per node; and it injects a
+// fault schedule generated up front from --seed.
 //
-// Every operation is recorded with its call and return time. porcupine checks
-// each lease name's history against a model of the whole API, with
-// indeterminate outcomes as such; plain invariants are checked on top. The
-// summary goes to stdout; summary.json always, and on a violation
-// history.jsonl and porcupine's HTML visualization, go to --out.
+// Faults (--faults picks a subset; all by default): kill (SIGKILL and
+// restart, the leader included), pause (SIGSTOP/SIGCONT a node for longer
+// than the TTL), partition (isolate a node's raft traffic), clock (a node
+// restarted with --fault-inject-clock-rate and made leader), transfer
+// (leadership transfer), pause-client (SIGSTOP a worker process), flap
+// (transfer leadership again 100-300ms after each takeover), snapshot (a
+// follower cut off until it must install a snapshot), partition-split (a
+// minority with the leader cut from the majority), partition-bridge (one
+// link cut, a third node bridging), member (Leave a follower, wipe it and
+// re-add it with --join), restart-all (every node killed and restarted)
+// and damaged-dir (a follower's raft.db emptied: tenured must refuse to
+// start, exit 1 naming raft.db; the directory is then restored).
+//
+// Checks: every lease name's history is checked for linearizability
+// against a model of the whole API, with indeterminate outcomes taking
+// effect within --effect-window of their call, in segments cut at quiescent
+// points and chained through every state a segment can end in (so a long
+// run ends OK or FAIL); plain invariants (tokens-grow, no-stale-write,
+// acked-writes-durable, no-overlapping-grants); election terms
+// (term-tokens-grow, no-write-after-term, live-terms-disjoint); watch
+// streams against the commit order (watch-complete); and
+// damaged-dir-refused. The summary goes to stdout and summary.json to
+// --out; a failing run also leaves history.jsonl, watch.jsonl, the
+// visualization of each failing segment (history-NAME.html) and every
+// node's log there, and says so.
 //
 //	go run ./cmd/tenure-verify --duration 60s
 //	go run ./cmd/tenure-verify --seed 42 --duration 30m
 //	go run ./cmd/tenure-verify --seed 42 --plan            # print the schedule only
+//	go run ./cmd/tenure-verify --recheck verify-out        # check a kept history again
 //	go run ./cmd/tenure-verify --unsafe --faults pause-client --duration 15s
 //
 // --unsafe is the negative control: the workers' writes and reads go to an
@@ -26,7 +45,7 @@
 // the check must then fail with exit 1.
 //
 // Exit codes: 0 no violation; 1 a violation; 2 bad usage; 3 the harness
-// could not run, or porcupine timed out (inconclusive).
+// could not run, or a segment's search timed out (inconclusive).
 //
 // The same binary is also the worker: started with TENURE_VERIFY_WORKER set
 // it runs one client worker instead.

@@ -23,12 +23,18 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func parseFlags(args []string, stderr io.Writer) (verify.Config, bool, error) {
+// mode is what to do instead of a run, if anything.
+type mode struct {
+	plan    bool   // print the schedule
+	recheck string // check a kept history again
+}
+
+func parseFlags(args []string, stderr io.Writer) (verify.Config, mode, error) {
 	cfg := verify.DefaultConfig()
 	var (
-		faults   string
-		seed     int64
-		planOnly bool
+		faults string
+		seed   int64
+		md     mode
 	)
 	fs := flag.NewFlagSet("tenure-verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -47,14 +53,20 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, bool, error) {
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "negative control: workers write to an unfenced harness-side store; the check must fail")
 	fs.StringVar(&cfg.Out, "out", cfg.Out, "directory for summary.json and, on failure, history.jsonl and the HTML visualization")
 	fs.StringVar(&cfg.Tenured, "tenured", "", "tenured binary (default: next to this one, else built with go build)")
-	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "porcupine time limit per lease name")
-	fs.BoolVar(&cfg.Strict, "strict", false, "fail on known bug B1b too (a retried acquire answered \"held\" although its first attempt granted the lease)")
-	fs.BoolVar(&planOnly, "plan", false, "print the fault schedule for --seed and exit")
+	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "time limit of the linearizability search per lease name")
+	fs.DurationVar(&cfg.EffectWindow, "effect-window", cfg.EffectWindow, "how long after its call an indeterminate operation may still take effect")
+	fs.IntVar(&cfg.ElectionWorkers, "election-workers", cfg.ElectionWorkers, "number of worker processes that lead names through package election (0: none)")
+	fs.BoolVar(&cfg.Strict, "strict", false, "fail on known bugs B1b and B1c too (a retried acquire whose first attempt granted the lease, answered \"held\" or granted a second time)")
+	fs.BoolVar(&md.plan, "plan", false, "print the fault schedule for --seed and exit")
+	fs.StringVar(&md.recheck, "recheck", "", "check again the history a run left in this directory (history.jsonl, watch.jsonl, summary.json) and exit")
 	if err := fs.Parse(args); err != nil {
-		return cfg, false, err
+		return cfg, md, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, false, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return cfg, md, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.ElectionWorkers == 0 {
+		cfg.ElectionWorkers = -1 // none; the zero value of the field means the default
 	}
 	cfg.Faults = []string{}
 	for _, f := range strings.Split(faults, ",") {
@@ -62,25 +74,29 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, bool, error) {
 			continue
 		}
 		if !slices.Contains(verify.AllFaults, f) {
-			return cfg, false, fmt.Errorf("unknown fault %q (known: %s)", f, strings.Join(verify.AllFaults, ", "))
+			return cfg, md, fmt.Errorf("unknown fault %q (known: %s)", f, strings.Join(verify.AllFaults, ", "))
 		}
 		cfg.Faults = append(cfg.Faults, f)
 	}
 	switch {
 	case cfg.Duration < 10*time.Second:
-		return cfg, false, fmt.Errorf("--duration must be at least 10s")
+		return cfg, md, fmt.Errorf("--duration must be at least 10s")
 	case cfg.Nodes < 1, cfg.Workers < 1, cfg.Names < 1:
-		return cfg, false, fmt.Errorf("--nodes, --workers and --names must be positive")
+		return cfg, md, fmt.Errorf("--nodes, --workers and --names must be positive")
+	case cfg.ElectionWorkers < -1:
+		return cfg, md, fmt.Errorf("--election-workers must not be negative")
+	case cfg.EffectWindow <= 0:
+		return cfg, md, fmt.Errorf("--effect-window must be positive")
 	}
 	if seed == 0 {
 		seed = time.Now().UnixNano() % 1_000_000_000
 	}
 	cfg.Seed = uint64(seed)
-	return cfg, planOnly, nil
+	return cfg, md, nil
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	cfg, planOnly, err := parseFlags(args, stderr)
+	cfg, md, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -88,7 +104,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tenure-verify: %v\n", err)
 		return 2
 	}
-	if planOnly {
+	if md.recheck != "" {
+		rep, err := verify.Recheck(md.recheck, cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "tenure-verify: %v\n", err)
+			return 3
+		}
+		rep.Print(stdout)
+		switch {
+		case !rep.OK:
+			return 1
+		case rep.Inconclusive:
+			return 3
+		}
+		return 0
+	}
+	if md.plan {
 		s := cfg.Schedule()
 		fmt.Fprintf(stdout, "seed %d schedule %s: %d faults\n", cfg.Seed, s.Hash(), len(s))
 		for _, f := range s {
@@ -108,7 +139,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep.Print(stdout)
 	switch {
 	case !rep.OK:
-		fmt.Fprintf(stdout, "history and visualization in %s; replay with --seed %d\n", cfg.Out, cfg.Seed)
+		fmt.Fprintf(stdout, "replay with --seed %d\n", cfg.Seed)
 		return 1
 	case rep.Inconclusive:
 		return 3

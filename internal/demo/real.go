@@ -7,16 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/tenure-io/tenure/internal/tenuredproc"
 )
 
 // runReal runs the paused-writer scenarios with real processes: a tenured
@@ -60,10 +57,10 @@ func runReal(ctx context.Context, cfg *Config, tl *timeline) ([]Result, []Scenar
 	defer srv.stop()
 
 	tl.intro([]string{
-		fmt.Sprintf("tenure demo --real: a tenured server process (pid %d, API %s, data in %s)", srv.cmd.Process.Pid, srv.api, srv.dataDir),
+		fmt.Sprintf("tenure demo --real: a tenured server process (pid %d, API %s, data in %s)", srv.Pid(), srv.api, srv.dataDir),
 		"and worker processes (`tenure demo worker`); A is frozen with SIGSTOP and thawed with SIGCONT.",
 		fmt.Sprintf("Lease TTL %s, A frozen for %s. TIME is seconds since the scenario began.", fmtDuration(cfg.TTL), fmtDuration(cfg.Pause)),
-	}, map[string]any{"mode": "real", "tenured": tenured, "tenured_pid": srv.cmd.Process.Pid, "endpoints": []string{srv.api},
+	}, map[string]any{"mode": "real", "tenured": tenured, "tenured_pid": srv.Pid(), "endpoints": []string{srv.api},
 		"ttl": fmtDuration(cfg.TTL), "pause": fmtDuration(cfg.Pause)})
 
 	reader, err := newClient([]string{srv.api})
@@ -108,16 +105,9 @@ func findTenured(cfg *Config) (string, error) {
 		}
 		return cfg.Tenured, nil
 	}
-	name := "tenured"
-	if runtime.GOOS == "windows" {
-		name += ".exe"
-	}
 	dir := filepath.Dir(cfg.WorkerCommand[0])
-	next := filepath.Join(dir, name)
-	if fi, err := os.Stat(next); err == nil && !fi.IsDir() {
-		return next, nil
-	}
-	if p, err := exec.LookPath(name); err == nil {
+	p, err := tenuredproc.Lookup{Dirs: []string{dir}, UsePATH: true}.Find()
+	if err == nil {
 		return p, nil
 	}
 	return "", fmt.Errorf(`demo --real runs the tenured server as a child process, but there is no
@@ -129,44 +119,18 @@ tenured next to this tenure (in %s) nor on PATH. Install both and try again:
 ('go run ./cmd/tenure demo --real' builds only tenure; it works once tenured is on PATH.)`, dir)
 }
 
-// tailBuffer keeps the last few KiB written to it. It is safe for
-// concurrent use.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-const tailSize = 4 << 10
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if len(b.buf) > tailSize {
-		b.buf = append([]byte(nil), b.buf[len(b.buf)-tailSize:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.TrimSpace(string(b.buf))
-}
-
 // tenuredProc is the tenured child process of --real.
 type tenuredProc struct {
-	cmd     *exec.Cmd
+	*tenuredproc.Process
 	api     string
 	dataDir string
-	out     *tailBuffer
-	exited  chan struct{}
+	ports   *tenuredproc.Ports
 }
 
 // startTenured starts a single-node tenured with its data in a new
-// directory under dir and waits until it leads. A port taken between
-// picking it and tenured binding it makes tenured exit: then it tries
-// again with new ports.
+// directory under dir and waits until it leads. Its ports are reserved
+// (tenuredproc.ReservePorts); should one be taken anyway by a program
+// that does not reserve, tenured exits and it tries again with new ports.
 func startTenured(ctx context.Context, path, dir string, logs io.Writer, verbose bool) (*tenuredProc, error) {
 	var last error
 	for attempt := 1; attempt <= 3; attempt++ {
@@ -175,7 +139,7 @@ func startTenured(ctx context.Context, path, dir string, logs io.Writer, verbose
 			return p, nil
 		}
 		last = err
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !errors.Is(err, tenuredproc.ErrAddrInUse) {
 			break
 		}
 	}
@@ -183,96 +147,35 @@ func startTenured(ctx context.Context, path, dir string, logs io.Writer, verbose
 }
 
 func tryStartTenured(ctx context.Context, path, dataDir string, logs io.Writer, verbose bool) (*tenuredProc, error) {
-	addrs, err := freeAddrs(2)
+	ports, err := tenuredproc.ReservePorts(2)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("demo: %w", err)
 	}
+	addrs := ports.Addrs()
 	logLevel, raftLevel := "warn", "error"
 	if verbose {
 		logLevel, raftLevel = "info", "warn"
 	}
-	p := &tenuredProc{api: addrs[0], dataDir: dataDir, out: &tailBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(path,
-		"--node-id", "demo", "--listen", addrs[0], "--raft-listen", addrs[1], "--data-dir", dataDir,
-		"--election-timeout", ElectionTimeout.String(), "--min-ttl", MinTTL.String(),
-		"--log-level", logLevel, "--raft-log-level", raftLevel)
-	p.cmd.Stdout = io.MultiWriter(p.out, logs)
-	p.cmd.Stderr = p.cmd.Stdout
-	dieWithParent(p.cmd)
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("demo: start %s: %w", path, err)
+	node := tenuredproc.Node{ID: "demo", API: addrs[0], Raft: addrs[1], DataDir: dataDir,
+		Extra: []string{"--election-timeout", ElectionTimeout.String(), "--min-ttl", MinTTL.String(),
+			"--log-level", logLevel, "--raft-log-level", raftLevel}}
+	proc, err := tenuredproc.Start(path, node.Args(), logs)
+	if err != nil {
+		ports.Release()
+		return nil, fmt.Errorf("demo: %w", err)
 	}
-	go func() {
-		p.cmd.Wait()
-		close(p.exited)
-	}()
-	if err := p.waitReady(ctx, 15*time.Second); err != nil {
+	p := &tenuredProc{Process: proc, api: addrs[0], dataDir: dataDir, ports: ports}
+	if err := proc.WaitReady(ctx, p.api, 15*time.Second); err != nil {
 		p.stop()
-		return nil, err
+		return nil, fmt.Errorf("demo: %w", err)
 	}
 	return p, nil
 }
 
-// waitReady polls /readyz until tenured leads, it exits, or timeout.
-func (p *tenuredProc) waitReady(ctx context.Context, timeout time.Duration) error {
-	hc := &http.Client{Timeout: 500 * time.Millisecond}
-	defer hc.CloseIdleConnections()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		res, err := hc.Get("http://" + p.api + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("readyz: %s", res.Status)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-p.exited:
-			return fmt.Errorf("demo: tenured exited before it was ready: %s\n%s", p.cmd.ProcessState, p.out)
-		case <-deadline.C:
-			return fmt.Errorf("demo: tenured was not ready within %s (%v)\n%s", timeout, last, p.out)
-		case <-tick.C:
-		}
-	}
-}
-
 // stop asks tenured to shut down and kills it if it has not within 5s.
 func (p *tenuredProc) stop() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
-
-// freeAddrs returns n distinct loopback addresses whose ports were free a
-// moment ago.
-func freeAddrs(n int) ([]string, error) {
-	var out []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("demo: find a free port: %w", err)
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
-	}
-	return out, nil
+	p.Stop(5 * time.Second)
+	p.ports.Release()
 }
 
 // processes runs workers as child processes of the demo.
@@ -287,13 +190,13 @@ func (l *processes) launch(ctx context.Context, spec workerSpec) (*workerRun, er
 	// The context kills the worker (SIGKILL works on a frozen process too).
 	cmd := exec.CommandContext(ctx, l.command[0], args...)
 	cmd.WaitDelay = 5 * time.Second
-	stderr := &tailBuffer{}
+	stderr := &tenuredproc.Tail{}
 	cmd.Stderr = io.MultiWriter(stderr, l.logs)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	dieWithParent(cmd)
+	tenuredproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("demo: start worker %s: %w", spec.Actor, err)
 	}

@@ -3,34 +3,21 @@ package verify
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/internal/tenuredproc"
 )
 
 // FindTenured returns the path of a tenured binary: next to this
 // executable if there is one, otherwise built with `go build` into dir.
+// It never takes one from PATH, which may be stale.
 func FindTenured(dir string) (string, error) {
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "tenured")
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p, nil
-		}
-	}
-	out := filepath.Join(dir, "tenured")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/tenure-io/tenure/cmd/tenured")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build tenured: %w", err)
-	}
-	return out, nil
+	return tenuredproc.Lookup{BuildDir: dir}.Find()
 }
 
 // Node is one tenured process, restartable with the same identity.
@@ -43,27 +30,22 @@ type Node struct {
 	DataDir   string
 	LogPath   string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	mu   sync.Mutex
+	proc *tenuredproc.Process
 }
 
-// Cluster is N tenured processes behind raft proxies.
+// Cluster is N tenured processes behind raft proxies. Its API and raft
+// ports stay reserved (tenuredproc.ReservePorts) while nodes are down, so
+// no other cluster on the machine can take them.
 type Cluster struct {
 	Bin      string
 	Nodes    []*Node
 	Net      *Network
 	Election time.Duration
-	join     string
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	// Extra is appended to every node's command line.
+	Extra []string
+	ports *tenuredproc.Ports
+	join  string
 }
 
 // NewCluster prepares n nodes with data under dir; Start launches them.
@@ -71,19 +53,18 @@ func NewCluster(bin, dir string, n int, election time.Duration) (*Cluster, error
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Bin: bin, Election: election}
+	ports, err := tenuredproc.ReservePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	addrs := ports.Addrs()
+	c := &Cluster{Bin: bin, Election: election, ports: ports}
 	c.Net = NewNetwork(c.pids)
 	for i := range n {
-		api, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		raft, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
+		api, raft := addrs[2*i], addrs[2*i+1]
 		proxy, err := c.Net.AddProxy(i, raft)
 		if err != nil {
+			c.Close()
 			return nil, err
 		}
 		c.Nodes = append(c.Nodes, &Node{
@@ -99,8 +80,8 @@ func (c *Cluster) pids() map[int]int {
 	out := map[int]int{}
 	for _, n := range c.Nodes {
 		n.mu.Lock()
-		if n.cmd != nil && n.cmd.Process != nil {
-			out[n.cmd.Process.Pid] = n.Index
+		if n.proc != nil && n.proc.Running() {
+			out[n.proc.Pid()] = n.Index
 		}
 		n.mu.Unlock()
 	}
@@ -118,29 +99,39 @@ func (c *Cluster) Endpoints() []string {
 
 // Start launches node i with clock rate rate.
 func (c *Cluster) Start(i int, rate float64) error {
+	_, err := c.StartWith(i, rate, nil, "")
+	return err
+}
+
+// StartWith launches node i with clock rate rate and extra arguments, and
+// returns the process. join, if set, is the API address it joins through
+// (a node with a new data directory); else every node but the first joins
+// the first (a node with data ignores --join).
+func (c *Cluster) StartWith(i int, rate float64, extra []string, join string) (*tenuredproc.Process, error) {
 	n := c.Nodes[i]
-	args := []string{"--node-id", n.ID, "--listen", n.API, "--raft-listen", n.RaftAddr, "--raft-advertise", n.ProxyAddr,
-		"--data-dir", n.DataDir, "--election-timeout", c.Election.String(), "--fault-inject-clock-rate", fmt.Sprint(rate)}
-	if i != 0 {
-		args = append(args, "--join", c.join)
+	spec := tenuredproc.Node{ID: n.ID, API: n.API, Raft: n.RaftAddr, RaftAdvertise: n.ProxyAddr, DataDir: n.DataDir,
+		Extra: append(append([]string{"--election-timeout", c.Election.String(), "--fault-inject-clock-rate", fmt.Sprint(rate)}, c.Extra...), extra...)}
+	switch {
+	case join != "":
+		spec.Join = join
+	case i != 0:
+		spec.Join = c.join
 	}
 	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprintf(logf, "=== %s start rate=%v\n", time.Now().UTC().Format(time.RFC3339Nano), rate)
-	cmd := exec.Command(c.Bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	fmt.Fprintf(logf, "=== %s start rate=%v %v\n", time.Now().UTC().Format(time.RFC3339Nano), rate, extra)
+	p, err := tenuredproc.Start(c.Bin, spec.Args(), logf)
+	if err != nil {
 		logf.Close()
-		return fmt.Errorf("start %s: %w", n.ID, err)
+		return nil, fmt.Errorf("start %s: %w", n.ID, err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); logf.Close(); close(exited) }()
+	go func() { <-p.Exited(); logf.Close() }()
 	n.mu.Lock()
-	n.cmd, n.exited = cmd, exited
+	n.proc = p
 	n.mu.Unlock()
-	return nil
+	return p, nil
 }
 
 // Kill sends SIGKILL to node i and waits for it to exit (SIGKILL ends a
@@ -148,14 +139,12 @@ func (c *Cluster) Start(i int, rate float64) error {
 func (c *Cluster) Kill(i int) {
 	n := c.Nodes[i]
 	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.cmd = nil
+	p := n.proc
+	n.proc = nil
 	n.mu.Unlock()
-	if cmd == nil {
-		return
+	if p != nil {
+		p.Kill()
 	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	<-exited
 }
 
 // Running reports whether node i has a live process.
@@ -163,15 +152,7 @@ func (c *Cluster) Running(i int) bool {
 	n := c.Nodes[i]
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return false
-	}
-	select {
-	case <-n.exited:
-		return false
-	default:
-		return true
-	}
+	return n.proc != nil && n.proc.Running()
 }
 
 // Signal sends sig (SIGSTOP, SIGCONT) to node i.
@@ -179,18 +160,19 @@ func (c *Cluster) Signal(i int, sig syscall.Signal) {
 	n := c.Nodes[i]
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd != nil {
-		n.cmd.Process.Signal(sig)
+	if n.proc != nil {
+		n.proc.Signal(sig)
 	}
 }
 
-// Close kills every node and stops the proxies.
+// Close kills every node, stops the proxies and gives the ports back.
 func (c *Cluster) Close() {
 	for i := range c.Nodes {
 		c.Signal(i, syscall.SIGCONT)
 		c.Kill(i)
 	}
 	c.Net.Close()
+	c.ports.Release()
 }
 
 // Client returns a client of every node.
@@ -202,15 +184,7 @@ func (c *Cluster) Client() (*client.Client, error) {
 	return client.New(cfg)
 }
 
-func nodeReady(api string) bool {
-	hc := http.Client{Timeout: time.Second}
-	res, err := hc.Get("http://" + api + "/readyz")
-	if err != nil {
-		return false
-	}
-	res.Body.Close()
-	return res.StatusCode == http.StatusOK
-}
+func nodeReady(api string) bool { return tenuredproc.Ready(api) == nil }
 
 // Boot starts every node and waits until all are members and ready.
 func (c *Cluster) Boot(ctx context.Context) error {

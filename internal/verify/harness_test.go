@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,11 +33,35 @@ func buildHarness(t *testing.T) string {
 	return filepath.Join(dir, "tenure-verify")
 }
 
+// evidenceDir returns the directory a harness run leaves its evidence in
+// (summary, history, visualizations, node logs). With go test -artifacts
+// it is the test's artifact directory under -outputdir; otherwise a
+// directory that is removed only if the test passes, so that a failure
+// (which names it) keeps its evidence.
+func evidenceDir(t *testing.T) string {
+	t.Helper()
+	if f := flag.Lookup("test.artifacts"); f != nil && f.Value.String() == "true" {
+		return t.ArtifactDir()
+	}
+	dir, err := os.MkdirTemp("", "tenure-verify-evidence-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("evidence of the failed run (history, visualizations, node logs) kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
+
 // runHarness runs tenure-verify with args and returns its exit code and
 // the summary it wrote.
 func runHarness(t *testing.T, bin string, args ...string) (int, Report, string) {
 	t.Helper()
-	out := t.TempDir()
+	out := evidenceDir(t)
 	cmd := exec.Command(bin, append(args, "--out", out)...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -68,7 +93,7 @@ func runHarness(t *testing.T, bin string, args ...string) (int, Report, string) 
 // must pass, and the unfenced negative control must fail.
 func TestVerify(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs real processes for about a minute")
+		t.Skip("runs real processes for about two minutes")
 	}
 	bin := buildHarness(t)
 
@@ -77,19 +102,22 @@ func TestVerify(t *testing.T) {
 	})
 
 	t.Run("Short", func(t *testing.T) {
-		code, rep, _ := runHarness(t, bin, "--duration", "32s", "--seed", "1")
+		code, rep, out := runHarness(t, bin, "--duration", "60s", "--seed", "1")
 		if code != 0 || !rep.OK {
-			t.Fatalf("exit %d, violations %v", code, rep.Violations)
+			t.Fatalf("exit %d, violations %v; evidence in %s", code, rep.Violations, out)
 		}
 		for _, k := range AllFaults {
 			if rep.Injected[k] == 0 {
 				t.Errorf("no %s fault was injected: %v", k, rep.Injected)
 			}
 		}
-		for _, op := range []string{OpAcquire, "acquire-wait", OpRenew, OpRelease, OpPut, OpGet} {
+		for _, op := range []string{OpAcquire, "acquire-wait", OpRenew, OpRelease, OpPut, OpGet, OpTerm, OpTermPut} {
 			if rep.Ops[op][Ok] == 0 {
 				t.Errorf("no successful %s: %v", op, rep.Ops)
 			}
+		}
+		if rep.Watches.Events == 0 || rep.Terms.Terms == 0 {
+			t.Errorf("the new checks saw nothing: watches %+v, terms %+v", rep.Watches, rep.Terms)
 		}
 	})
 

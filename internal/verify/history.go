@@ -16,6 +16,11 @@ const (
 	OpRelease = "release" // Name, Holder, Token
 	OpPut     = "put"     // Name (lease), Key, Value, Token
 	OpGet     = "get"     // Key (tied to Name)
+
+	// Records of election workers (package election), checked by
+	// CheckTerms, not by porcupine.
+	OpTerm    = "term"     // Name, Holder, OutToken; Call: grant confirmed, Return: context end observed
+	OpTermPut = "term-put" // a write under a term: Name, Holder, Term, Key, Value, Token; Late if sent after the end
 )
 
 // Outcomes of an operation.
@@ -26,6 +31,13 @@ const (
 	NotFound      = "notfound" // get of a key never written
 	Failed        = "fail"     // rejected before it could take effect (bad input)
 	Indeterminate = "indeterminate"
+	// Refused: an election lease refused a write without a request
+	// because its context had ended.
+	Refused = "refused"
+	// Maybe is the outcome of a synthetic op the checker adds (see
+	// RetriedAcquires): it may or may not have taken effect, and if it
+	// did, between its call and its return.
+	Maybe = "maybe"
 )
 
 // Record is one operation of a history: one JSON line a worker writes.
@@ -53,27 +65,37 @@ type Record struct {
 	// Attempts is how many HTTP requests the client made for the op (more
 	// than one: it retried).
 	Attempts int `json:"attempts,omitempty"`
-	// Synthetic marks an op the checker added (see LeakedWaits).
+	// Term numbers a worker's terms of leadership (OpTerm, OpTermPut).
+	Term int `json:"term,omitempty"`
+	// Late marks a write an election worker tried after its term's
+	// context had ended.
+	Late bool `json:"late,omitempty"`
+	// Synthetic marks an op the checker added (see RetriedAcquires).
 	Synthetic bool `json:"synthetic,omitempty"`
 }
 
-// LeakedWaits returns, for every acquire answered "held" after the client
-// retried it (Attempts > 1), a synthetic indeterminate acquire by the same
-// holder with the same call time. It models known bug B1b: the client
-// retries an acquire whose first attempt may have taken effect, and answers
-// the retry's "held" as if nothing had happened; the first attempt may have
-// granted the name (to a token the holder never learns), either before the
-// answer (the grant expired before the retry) or, before 7aae23d (B1a),
-// after it (a waited attempt's queue entry survived). With it, the checks
-// tolerate B1b;
-// without it (--strict) they report it. A "held" answer after a single
+// RetriedAcquires returns, for every acquire the client answered after
+// more than one attempt (Attempts > 1) with "held" or with a grant, a
+// synthetic acquire by the same holder with the same call and return
+// times whose outcome is Maybe: a grant, to a token the holder never
+// learned, that may have happened before the answer.
+//
+// It models known bugs B1b and B1c: client.Acquire retries an attempt
+// whose outcome it does not know. When the first attempt was granted and
+// that grant expired (nobody renewed it) before the retry, the retry is
+// not the renewal the client expects: it is answered "held" (B1b; since
+// 6968733 the client reports that as indeterminate) or makes a second
+// grant with a new token (B1c), and the first grant is never reported.
+// Fencing holds (nobody can use a token they never learned), but the op
+// took effect twice. With the synthetic ops the checks tolerate this;
+// without them (--strict) they report it. An answer after a single
 // attempt stays definite.
-func LeakedWaits(h History) History {
+func RetriedAcquires(h History) History {
 	var out History
 	for _, r := range h {
-		if r.Op == OpAcquire && r.Outcome == Held && r.Attempts > 1 {
+		if r.Op == OpAcquire && (r.Outcome == Held || r.Outcome == Ok) && r.Attempts > 1 {
 			out = append(out, Record{Worker: r.Worker, Seq: r.Seq, Op: OpAcquire, Name: r.Name, Holder: r.Holder,
-				Wait: r.Wait, Call: r.Call, Return: r.Return, Outcome: Indeterminate, Synthetic: true})
+				Wait: r.Wait, Call: r.Call, Return: r.Return, Outcome: Maybe, Synthetic: true})
 		}
 	}
 	return out
@@ -84,6 +106,19 @@ func KeyOf(name string) string { return "k/" + name }
 
 // History is every operation of a run.
 type History []Record
+
+// Split returns the records checked by porcupine and the invariants
+// (lease workers) and those of election workers.
+func (h History) Split() (leases, terms History) {
+	for _, r := range h {
+		if r.Op == OpTerm || r.Op == OpTermPut {
+			terms = append(terms, r)
+		} else {
+			leases = append(leases, r)
+		}
+	}
+	return leases, terms
+}
 
 // ByName splits h per lease name, each sorted by call time.
 func (h History) ByName() map[string]History {

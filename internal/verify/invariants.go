@@ -80,7 +80,7 @@ func earliestCall(byWorker map[int]History, g Record) int64 {
 		if r.Seq >= g.Seq || r.Name != g.Name {
 			continue
 		}
-		if r.Op == OpAcquire && r.Outcome == Indeterminate {
+		if r.Op == OpAcquire && (r.Outcome == Indeterminate || r.Outcome == Maybe) {
 			call = min(call, r.Call)
 			continue
 		}

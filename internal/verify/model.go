@@ -132,9 +132,15 @@ func (m Model) acquire(s leaseState, r Record) []leaseState {
 		n := s
 		n.Token, n.TokenKnown, n.MaxToken = r.OutToken, true, r.OutToken
 		return []leaseState{n}
-	case Indeterminate:
+	case Indeterminate, Maybe:
+		// An indeterminate op may take effect at any later time; a Maybe
+		// op only before its return.
+		at := int64(math.MaxInt64)
+		if r.Outcome == Maybe {
+			at = r.Return
+		}
 		out := []leaseState{s}
-		if m.canExpire(s, math.MaxInt64) {
+		if m.canExpire(s, at) {
 			// A grant whose token nobody learned.
 			n := s
 			n.Live, n.Holder, n.TokenKnown, n.Token, n.Refresh = true, r.Holder, false, 0, r.Call
@@ -214,15 +220,16 @@ func (m Model) put(s leaseState, r Record) []leaseState {
 
 // Porcupine returns the porcupine model.
 func (m Model) Porcupine() porcupine.Model {
+	return m.porcupineFrom([]leaseState{{}})
+}
+
+// porcupineFrom returns the porcupine model with init as the possible
+// start states.
+func (m Model) porcupineFrom(init []leaseState) porcupine.Model {
 	nd := porcupine.NondeterministicModel{
-		Init: func() []interface{} { return []interface{}{leaseState{}} },
+		Init: func() []interface{} { return toIfaces(init) },
 		Step: func(state, input, output interface{}) []interface{} {
-			next := m.step(state.(leaseState), input.(Record))
-			out := make([]interface{}, len(next))
-			for i, n := range next {
-				out[i] = n
-			}
-			return out
+			return toIfaces(m.step(state.(leaseState), input.(Record)))
 		},
 		DescribeOperation: func(input, output interface{}) string {
 			return describe(input.(Record))
@@ -297,27 +304,30 @@ func Operations(h History) []porcupine.Operation {
 
 // LinearizabilityResult is the verdict for one name.
 type LinearizabilityResult struct {
-	Name   string
-	Ops    int // recorded operations, not counting synthetic ones
-	Result porcupine.CheckResult
-	Info   porcupine.LinearizationInfo
+	Name     string
+	Ops      int // recorded operations, not counting synthetic ones
+	Segments []Segment
+	Result   porcupine.CheckResult
+	// Visual is porcupine's account of the illegal segment, if any.
+	Visual *visual
 }
 
-// CheckLinearizable checks every name's history with porcupine.
-func CheckLinearizable(m Model, h History, timeout time.Duration) []LinearizabilityResult {
+// CheckLinearizable checks every name's history, segment by segment (see
+// segments.go), with indeterminate ops taking effect within window of
+// their call; timeout bounds the search per name.
+func CheckLinearizable(m Model, h History, window, timeout time.Duration) []LinearizabilityResult {
 	var out []LinearizabilityResult
-	pm := m.Porcupine()
 	byName := h.ByName()
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		rs := byName[name]
-		res, info := porcupine.CheckOperationsVerbose(pm, Operations(rs), timeout)
+		res, segs, vis := m.checkSegments(rs, window, timeout)
 		real := 0
 		for _, r := range rs {
 			if !r.Synthetic {
 				real++
 			}
 		}
-		out = append(out, LinearizabilityResult{Name: name, Ops: real, Result: res, Info: info})
+		out = append(out, LinearizabilityResult{Name: name, Ops: real, Segments: segs, Result: res, Visual: vis})
 	}
 	return out
 }

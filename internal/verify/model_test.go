@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -119,6 +121,12 @@ func TestModel(t *testing.T) {
 			if res != tt.legal {
 				t.Fatalf("linearizable = %v, want %v", res, tt.legal)
 			}
+			// The segmented check must agree (the test histories have no
+			// indeterminate op outliving the window).
+			got := CheckLinearizable(testModel, tt.h, time.Hour, time.Minute)[0].Result == porcupine.Ok
+			if got != tt.legal {
+				t.Fatalf("segmented check: linearizable = %v, want %v", got, tt.legal)
+			}
 		})
 	}
 }
@@ -186,21 +194,169 @@ func TestScheduleDeterministic(t *testing.T) {
 	}
 }
 
-// TestLeakedWaits: known bug B1 (B1a, now fixed), a retried acquire answered "held" whose
-// first attempt's queue entry is granted later, fails the strict check and
-// passes once the leaked attempt is modelled.
-func TestLeakedWaits(t *testing.T) {
-	h := History{
-		op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
-		op(1, OpAcquire, "b", 20, 2020, Held, func(r *Record) { r.Wait, r.Attempts = true, 2; heldBy("a", 1)(r) }),
-		op(0, OpRelease, "a", 2100, 2110, Ok, withTok(1)),
-		op(2, OpAcquire, "c", 2200, 2210, Held, heldBy("b", 2)),
-	}
+// TestRetriedAcquires: known bugs B1b and B1c. An acquire retried by the
+// client whose first attempt was granted, unrenewed and expired before the
+// retry, fails the strict check whether the retry was answered "held"
+// (B1b) or with a second grant (B1c, seen under load in TestVerify/Short
+// with seed 1: the item 7 failure), and passes once the first attempt is
+// modelled. A grant after the answer is still illegal.
+func TestRetriedAcquires(t *testing.T) {
 	pm := testModel.Porcupine()
-	if porcupine.CheckOperations(pm, Operations(h)) {
-		t.Fatal("strict: a grant to a holder told \"held\" passed")
+	retried := func(out string, f func(*Record)) Record {
+		return op(1, OpAcquire, "b", 20, 4000, out, func(r *Record) { r.Wait, r.Attempts = true, 2; f(r) })
 	}
-	if !porcupine.CheckOperations(pm, Operations(append(h, LeakedWaits(h)...))) {
-		t.Fatal("with the leaked wait modelled, the history still fails")
+	tests := []struct {
+		name    string
+		h       History
+		tolerat bool
+	}{
+		{"B1c: retry granted again", History{
+			retried(Ok, granted(3)),
+			op(2, OpAcquire, "c", 500, 510, Held, heldBy("b", 2)),
+		}, true},
+		{"B1b: retry told held", History{
+			retried(Held, heldBy("c", 3)),
+			op(2, OpAcquire, "c", 500, 510, Held, heldBy("b", 2)),
+			op(2, OpAcquire, "c", 2600, 2610, Ok, granted(3)),
+		}, true},
+		{"leaked grant after the answer", History{
+			retried(Held, heldBy("a", 1)),
+			op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
+			op(0, OpRelease, "a", 4100, 4110, Ok, withTok(1)),
+			op(2, OpAcquire, "c", 4200, 4210, Held, heldBy("b", 2)),
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if porcupine.CheckOperations(pm, Operations(tt.h)) {
+				t.Fatal("strict: a grant nobody was told of passed")
+			}
+			if got := porcupine.CheckOperations(pm, Operations(append(tt.h, RetriedAcquires(tt.h)...))); got != tt.tolerat {
+				t.Fatalf("with the retried attempt modelled: linearizable %v, want %v", got, tt.tolerat)
+			}
+		})
+	}
+}
+
+// TestSeed1Lock2 replays the history that failed TestVerify/Short (seed 1)
+// under load (issue item 7): w3's waited acquire was retried after its
+// first attempt had been granted token 16, which expired unrenewed; the
+// retry was granted token 20, and w1 had meanwhile been told the name was
+// held by w3 with token 16. It is not linearizable if every acquire takes
+// effect at most once, and is once the retried attempt is modelled (B1c).
+func TestSeed1Lock2(t *testing.T) {
+	f, err := os.Open("testdata/seed1-lock-2.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, err := ReadJSONL(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Model{MinExpiry: DefaultConfig().MinExpiry()}
+	if porcupine.CheckOperations(m.Porcupine(), Operations(h)) {
+		t.Fatal("the strict check passed the history that failed")
+	}
+	if !porcupine.CheckOperations(m.Porcupine(), Operations(append(h, RetriedAcquires(h)...))) {
+		t.Fatal("the history still fails with retried acquires modelled")
+	}
+	cfg := DefaultConfig()
+	if r := CheckLinearizable(m, h, cfg.EffectWindow, time.Minute)[0]; r.Result != porcupine.Illegal {
+		t.Fatalf("segmented strict check: %s, want illegal", r.Result)
+	}
+	r := CheckLinearizable(m, append(h, RetriedAcquires(h)...), cfg.EffectWindow, time.Minute)[0]
+	if r.Result != porcupine.Ok {
+		t.Fatalf("segmented check with retried acquires modelled: %s, want ok", r.Result)
+	}
+	t.Logf("%d ops in %d segments", r.Ops, len(r.Segments))
+}
+
+// TestSegments: a violation made of two ops in different segments is
+// still found, because every end state of a segment is carried into the
+// next; and the history cut at its quiet points is checked in pieces.
+func TestSegments(t *testing.T) {
+	h := History{
+		op(0, OpAcquire, "a", 0, 10, Ok, granted(5)),
+		op(0, OpRelease, "a", 20, 30, Ok, withTok(5)),
+		// quiet: a cut here
+		op(1, OpAcquire, "b", 100, 110, Ok, granted(3)),
+	}
+	r := CheckLinearizable(testModel, h, time.Second, time.Minute)[0]
+	if r.Result != porcupine.Illegal || len(r.Segments) != 3 {
+		t.Fatalf("token going backwards across a cut: %s in %d segments, want illegal in the last of 3", r.Result, len(r.Segments))
+	}
+	if err := r.Visual.write(filepath.Join(t.TempDir(), "l.html")); err != nil {
+		t.Fatalf("visualize the illegal segment: %v", err)
+	}
+	// An indeterminate grant in the first segment that may still take
+	// effect in the second keeps both segments together.
+	h = History{
+		op(0, OpAcquire, "a", 0, 10, Indeterminate, nil),
+		op(1, OpAcquire, "b", 100, 110, Ok, granted(2)),
+		op(1, OpRelease, "b", 120, 130, Ok, withTok(2)),
+		op(2, OpAcquire, "c", 200, 210, Held, heldBy("a", 3)),
+	}
+	r = CheckLinearizable(testModel, h, time.Second, time.Minute)[0]
+	if r.Result != porcupine.Ok {
+		t.Fatalf("indeterminate grant seen later: %s, want ok", r.Result)
+	}
+	r = CheckLinearizable(testModel, h, 50*time.Millisecond, time.Minute)[0]
+	if r.Result != porcupine.Illegal {
+		t.Fatalf("a grant seen after its op's effect window: %s, want illegal", r.Result)
+	}
+}
+
+// TestNetworkCuts: which raft connections the proxies refuse for a
+// minority/majority split and for one cut link.
+func TestNetworkCuts(t *testing.T) {
+	n := NewNetwork(func() map[int]int { return nil })
+	n.Split([]int{0, 1}, []int{2, 3, 4})
+	for _, c := range []struct {
+		src, dst int
+		blocked  bool
+	}{{0, 1, false}, {1, 0, false}, {0, 2, true}, {4, 1, true}, {2, 3, false}, {3, 4, false}} {
+		if got := n.blocked(c.src, c.dst); got != c.blocked {
+			t.Errorf("split {1,2}|{3,4,5}: n%d -> n%d blocked %v, want %v", c.src+1, c.dst+1, got, c.blocked)
+		}
+	}
+	n.Heal()
+	n.Cut(0, 2)
+	for _, c := range []struct {
+		src, dst int
+		blocked  bool
+	}{{0, 2, true}, {2, 0, true}, {0, 1, false}, {1, 2, false}, {-1, 2, false}} {
+		if got := n.blocked(c.src, c.dst); got != c.blocked {
+			t.Errorf("bridge: n%d -> n%d blocked %v, want %v", c.src+1, c.dst+1, got, c.blocked)
+		}
+	}
+}
+
+// TestHeldAfterRetryIsBounded: an acquire the client reports as
+// indeterminate after a retry was answered "held" (B1b) may have granted
+// before that answer, not after it.
+func TestHeldAfterRetryIsBounded(t *testing.T) {
+	b1b := func(r *Record) {
+		r.Err = "client: the request may or may not have been applied (" + expiredSince + "): held"
+	}
+	before := History{
+		op(1, OpAcquire, "b", 0, 3000, Indeterminate, b1b),
+		op(2, OpAcquire, "c", 500, 510, Held, heldBy("b", 1)),
+	}
+	after := History{
+		op(1, OpAcquire, "b", 0, 300, Indeterminate, b1b),
+		op(3, OpAcquire, "d", 2000, 2010, Ok, granted(2)),
+		op(3, OpRelease, "d", 2100, 2110, Ok, withTok(2)),
+		op(2, OpAcquire, "c", 5000, 5010, Held, heldBy("b", 3)),
+	}
+	if r := CheckLinearizable(testModel, before, time.Minute, time.Minute)[0]; r.Result != porcupine.Ok {
+		t.Fatalf("a grant before the answer: %s, want ok", r.Result)
+	}
+	if r := CheckLinearizable(testModel, after, time.Minute, time.Minute)[0]; r.Result != porcupine.Illegal {
+		t.Fatalf("a grant after the answer: %s, want illegal", r.Result)
+	}
+	after[0].Err = "" // an indeterminate acquire of another cause may take effect later
+	if r := CheckLinearizable(testModel, after, time.Minute, time.Minute)[0]; r.Result != porcupine.Ok {
+		t.Fatalf("a grant within the effect window: %s, want ok", r.Result)
 	}
 }

@@ -21,10 +21,24 @@ const (
 	FaultClock       = "clock"        // restart a node with clock rate Rate, make it leader, restore after Dur
 	FaultTransfer    = "transfer"     // move leadership to another node
 	FaultPauseClient = "pause-client" // SIGSTOP a worker process, SIGCONT after Dur
+
+	FaultFlap       = "flap"             // transfer leadership again Gap after each takeover, for Dur
+	FaultSnapshot   = "snapshot"         // cut a follower off until the log it needs is compacted away, then heal
+	FaultSplit      = "partition-split"  // cut a minority (with the leader or node Target) from the majority for Dur
+	FaultBridge     = "partition-bridge" // cut the link between the leader (or node Target) and one other node for Dur
+	FaultMember     = "member"           // remove a follower (Leave), wipe its data, re-add it with --join after Dur
+	FaultRestartAll = "restart-all"      // SIGKILL every node, restart them all after Dur
+	FaultDamaged    = "damaged-dir"      // stop a follower, empty its raft.db: tenured must refuse to start; restore, restart
 )
 
 // AllFaults lists every fault kind.
-var AllFaults = []string{FaultKill, FaultPause, FaultPartition, FaultClock, FaultTransfer, FaultPauseClient}
+var AllFaults = []string{FaultKill, FaultPause, FaultPartition, FaultClock, FaultTransfer, FaultPauseClient,
+	FaultFlap, FaultSnapshot, FaultSplit, FaultBridge, FaultMember, FaultRestartAll, FaultDamaged}
+
+// InvDamagedRefused is reported when tenured starts on a data directory
+// whose raft.db was emptied (DESIGN.md section 6: it must exit 1 naming
+// the file).
+const InvDamagedRefused = "damaged-dir-refused"
 
 // ClockRates are the rates the clock fault picks from; the model assumes
 // cluster time never runs faster than the largest.
@@ -39,6 +53,8 @@ type Fault struct {
 	Target int           `json:"target"`
 	Dur    time.Duration `json:"dur"`
 	Rate   float64       `json:"rate,omitempty"`
+	// Gap is how long after each takeover flap transfers again.
+	Gap time.Duration `json:"gap,omitempty"`
 }
 
 func (f Fault) String() string {
@@ -49,12 +65,15 @@ func (f Fault) String() string {
 	if f.Kind == FaultPauseClient {
 		tgt = fmt.Sprintf("worker %d", f.Target)
 	}
-	s := fmt.Sprintf("%6.1fs %-12s %-8s", f.At.Seconds(), f.Kind, tgt)
+	s := fmt.Sprintf("%6.1fs %-16s %-8s", f.At.Seconds(), f.Kind, tgt)
 	if f.Dur > 0 {
 		s += fmt.Sprintf(" for %.1fs", f.Dur.Seconds())
 	}
 	if f.Rate != 0 {
 		s += fmt.Sprintf(" rate %.2f", f.Rate)
+	}
+	if f.Gap != 0 {
+		s += fmt.Sprintf(" gap %s", f.Gap.Round(time.Millisecond))
 	}
 	return s
 }
@@ -108,6 +127,13 @@ func NewSchedule(seed uint64, dur time.Duration, kinds []string, nodes, workers 
 			case FaultClock:
 				f.Dur = between(2*ttl, 3*ttl)
 				f.Rate = ClockRates[r.IntN(len(ClockRates))]
+			case FaultFlap:
+				f.Dur = between(ttl, 2*ttl)
+				f.Gap = between(100*time.Millisecond, 300*time.Millisecond)
+			case FaultSnapshot, FaultDamaged:
+				f.Dur = 0 // as long as it takes
+			case FaultMember, FaultRestartAll:
+				f.Dur = between(ttl/2, ttl)
 			default:
 				f.Dur = between(ttl, 2*ttl)
 			}
@@ -139,7 +165,15 @@ type Nemesis struct {
 
 	mu       sync.Mutex
 	Injected map[string]int
-	Skipped  map[string]int
+	// Violations are what the faults themselves found wrong
+	// (damaged-dir-refused).
+	Violations []Violation
+	// Snapshots counts restarts after which the node installed a snapshot
+	// from the leader (snapshot fault).
+	Snapshots int
+	Skipped   map[string]int
+	// Pauses lists, per worker, when its process was stopped.
+	Pauses map[int][]Interval
 }
 
 func (n *Nemesis) count(kind string, ok bool) {
@@ -201,6 +235,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 func (n *Nemesis) inject(ctx context.Context, f Fault) {
 	if f.Kind == FaultPauseClient {
+		from := now()
 		if !n.Workers.Signal(f.Target, syscall.SIGSTOP) {
 			n.count(f.Kind, false)
 			return
@@ -209,6 +244,12 @@ func (n *Nemesis) inject(ctx context.Context, f Fault) {
 		n.Log("fault %s", f)
 		sleepCtx(ctx, f.Dur)
 		n.Workers.Signal(f.Target, syscall.SIGCONT)
+		n.mu.Lock()
+		if n.Pauses == nil {
+			n.Pauses = map[int][]Interval{}
+		}
+		n.Pauses[f.Target] = append(n.Pauses[f.Target], Interval{From: from, To: now()})
+		n.mu.Unlock()
 		return
 	}
 	if f.Kind == FaultTransfer {
@@ -236,6 +277,13 @@ func (n *Nemesis) inject(ctx context.Context, f Fault) {
 		}
 		n.count(f.Kind, err == nil)
 		n.Log("fault %s: %v", f, errText(err))
+		return
+	}
+	switch f.Kind {
+	case FaultFlap, FaultSnapshot, FaultSplit, FaultBridge, FaultMember, FaultRestartAll, FaultDamaged:
+		n.Log("fault %s", f)
+		ok := n.injectMore(ctx, f)
+		n.count(f.Kind, ok)
 		return
 	}
 	i, ok := n.target(ctx, f)

@@ -34,6 +34,7 @@ import (
 type Network struct {
 	mu       sync.Mutex
 	isolated map[int]bool
+	cut      map[[2]int]bool // links cut both ways, lower index first
 	conns    map[*proxyConn]struct{}
 	pids     func() map[int]int // pid -> node index
 	proxies  []*proxy
@@ -61,7 +62,7 @@ type proxy struct {
 // NewNetwork returns a network with no proxies. pids maps the pids of the
 // running node processes to their indexes.
 func NewNetwork(pids func() map[int]int) *Network {
-	return &Network{isolated: map[int]bool{}, conns: map[*proxyConn]struct{}{}, pids: pids}
+	return &Network{isolated: map[int]bool{}, cut: map[[2]int]bool{}, conns: map[*proxyConn]struct{}{}, pids: pids}
 }
 
 // AddProxy listens on a free loopback port and forwards to target, the
@@ -80,7 +81,14 @@ func (n *Network) AddProxy(dst int, target string) (string, error) {
 }
 
 func (n *Network) blocked(src, dst int) bool {
-	return n.isolated[dst] || (src >= 0 && n.isolated[src])
+	return n.isolated[dst] || (src >= 0 && (n.isolated[src] || n.cut[link(src, dst)]))
+}
+
+func link(a, b int) [2]int {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]int{a, b}
 }
 
 // Isolate cuts node i off from every other node.
@@ -88,6 +96,32 @@ func (n *Network) Isolate(i int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.isolated[i] = true
+	n.dropBlocked()
+}
+
+// Cut cuts the links between a and b, both ways.
+func (n *Network) Cut(a, b int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cut[link(a, b)] = true
+	n.dropBlocked()
+}
+
+// Split cuts every link between a node of one group and a node of the
+// other.
+func (n *Network) Split(one, other []int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, a := range one {
+		for _, b := range other {
+			n.cut[link(a, b)] = true
+		}
+	}
+	n.dropBlocked()
+}
+
+// dropBlocked closes the forwarding connections that are now cut.
+func (n *Network) dropBlocked() {
 	for c := range n.conns {
 		if c.b != nil && n.blocked(c.src, c.dst) {
 			c.close()
@@ -101,6 +135,7 @@ func (n *Network) Heal() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	clear(n.isolated)
+	clear(n.cut)
 	for c := range n.conns {
 		if c.b == nil {
 			c.close()

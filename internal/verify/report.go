@@ -13,9 +13,10 @@ import (
 
 // HistoryResult is porcupine's verdict on one name's history.
 type HistoryResult struct {
-	Name   string `json:"name"`
-	Ops    int    `json:"ops"`
-	Result string `json:"result"`
+	Name     string `json:"name"`
+	Ops      int    `json:"ops"`
+	Segments int    `json:"segments"` // checked one after another, cut at quiescent points
+	Result   string `json:"result"`
 }
 
 // Report is the outcome of a run.
@@ -31,12 +32,22 @@ type Report struct {
 	Injected     map[string]int            `json:"faults_injected"`
 	Skipped      map[string]int            `json:"faults_skipped"`
 	Histories    []HistoryResult           `json:"histories"`
-	Final        map[string]FinalValue     `json:"final"`
-	Violations   []Violation               `json:"violations"`
-	Strict       bool                      `json:"strict"`
-	KnownBugs    []Violation               `json:"known_bugs"` // tolerated observations of known bugs
-	Inconclusive bool                      `json:"inconclusive"`
-	OK           bool                      `json:"ok"`
+	Terms        TermStats                 `json:"terms"`
+	// Pauses lists, per worker, when the nemesis stopped its process.
+	Pauses map[int][]Interval `json:"pauses,omitempty"`
+	// SnapshotInstalls counts snapshot faults after which the restarted
+	// follower's log mentions a snapshot.
+	SnapshotInstalls int                   `json:"snapshot_installs"`
+	Watches          WatchStats            `json:"watches"`
+	Final            map[string]FinalValue `json:"final"`
+	Violations       []Violation           `json:"violations"`
+	Strict           bool                  `json:"strict"`
+	KnownBugs        []Violation           `json:"known_bugs"` // tolerated observations of known bugs
+	Inconclusive     bool                  `json:"inconclusive"`
+	// Evidence is the directory with the history, the visualizations and
+	// the node logs of a run that failed or was inconclusive.
+	Evidence string `json:"evidence,omitempty"`
+	OK       bool   `json:"ok"`
 }
 
 func (r *Report) count(h History) {
@@ -102,11 +113,14 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w)
+	if r.Injected[FaultSnapshot] > 0 {
+		fmt.Fprintf(w, "snapshot installs seen after a snapshot fault: %d of %d\n", r.SnapshotInstalls, r.Injected[FaultSnapshot])
+	}
 	var hs []string
 	for _, h := range r.Histories {
-		hs = append(hs, fmt.Sprintf("%s %d ops %s", h.Name, h.Ops, h.Result))
+		hs = append(hs, fmt.Sprintf("%s %d ops in %d segments %s", h.Name, h.Ops, h.Segments, h.Result))
 	}
-	fmt.Fprintf(w, "histories checked (porcupine): %s\n", strings.Join(hs, "; "))
+	fmt.Fprintf(w, "histories checked (linearizable): %s\n", strings.Join(hs, "; "))
 	var fs []string
 	for _, k := range slices.Sorted(maps.Keys(r.Final)) {
 		f := r.Final[k]
@@ -121,16 +135,22 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "final state: %s\n", strings.Join(fs, " "))
 	fmt.Fprintf(w, "invariants: tokens-grow, no-stale-write, acked-writes-durable, no-overlapping-grants\n")
+	t := r.Terms
+	fmt.Fprintf(w, "election terms (%s, %s, %s): %d terms, %d writes (%d ok), %d late writes, %d overlaps excused by a pause\n",
+		InvTermTokens, InvWriteInTerm, InvTermsDisjoint, t.Terms, t.Writes, t.WritesOK, t.LateWrites, t.Excused)
+	ws := r.Watches
+	fmt.Fprintf(w, "watches (%s): %d watchers, %d streams (%d resets), %d events at %d indexes\n",
+		InvWatch, ws.Watchers, ws.Streams, ws.Resets, ws.Events, ws.Indexes)
 	if r.Strict {
 		fmt.Fprintf(w, "known bugs: none tolerated (--strict)\n\n")
 	} else {
-		fmt.Fprintf(w, "known bugs: B1b (held answer to a retried acquire whose first attempt may have granted) tolerated; observed %d times\n", len(r.KnownBugs))
+		fmt.Fprintf(w, "known bugs: B1b/B1c (a retried acquire whose first attempt may have granted, answered held or granted again) tolerated; needed %d times\n", len(r.KnownBugs))
 		for i, v := range r.KnownBugs {
 			if i == 3 {
 				fmt.Fprintf(w, "  ... %d more (see summary.json)\n", len(r.KnownBugs)-i)
 				break
 			}
-			fmt.Fprintf(w, "  B1b: %s\n", v.Detail)
+			fmt.Fprintf(w, "  B1b/B1c: %s\n", v.Detail)
 		}
 		fmt.Fprintln(w)
 	}
@@ -145,8 +165,11 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  %s\n", v)
 		}
 	case r.Inconclusive:
-		fmt.Fprintln(w, "VERDICT: INCONCLUSIVE (porcupine timed out on a history; no violation found)")
+		fmt.Fprintln(w, "VERDICT: INCONCLUSIVE (the linearizability search timed out on a history; no violation found)")
 	default:
 		fmt.Fprintln(w, "VERDICT: OK, no violations")
+	}
+	if r.Evidence != "" {
+		fmt.Fprintf(w, "evidence (history.jsonl, history-NAME.html, n*.log) kept in %s\n", r.Evidence)
 	}
 }

@@ -1,7 +1,9 @@
 package verify
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +30,11 @@ type Config struct {
 	Workers int
 	// Names is the number of contended lease names. Default 3.
 	Names int
+	// ElectionWorkers is the number of worker processes that lead names
+	// through package election. Default 3; negative: none.
+	ElectionWorkers int
+	// ElectionNames is the number of names they contend for. Default 2.
+	ElectionNames int
 	// TTL of every lease. Default 2s.
 	TTL time.Duration
 	// Election is tenured's --election-timeout. Default 500ms.
@@ -41,10 +48,14 @@ type Config struct {
 	Out string
 	// Tenured is the tenured binary; found or built when empty.
 	Tenured string
-	// CheckTimeout bounds porcupine per name. Default 60s.
+	// CheckTimeout bounds the linearizability search per lease name.
+	// Default 60s.
 	CheckTimeout time.Duration
-	// Strict reports known bug B1b (see LeakedWaits) as a violation instead
-	// of tolerating it.
+	// EffectWindow is how long after its call an indeterminate op may
+	// still take effect (see segments.go). Default 15s.
+	EffectWindow time.Duration
+	// Strict reports known bugs B1b and B1c (see RetriedAcquires) as
+	// violations instead of tolerating them.
 	Strict bool
 	// Log receives progress lines.
 	Log io.Writer
@@ -71,6 +82,12 @@ func (c *Config) defaults() {
 	if c.Names == 0 {
 		c.Names = 3
 	}
+	if c.ElectionWorkers == 0 {
+		c.ElectionWorkers = 3
+	}
+	if c.ElectionNames == 0 {
+		c.ElectionNames = 2
+	}
 	if c.TTL == 0 {
 		c.TTL = 2 * time.Second
 	}
@@ -85,6 +102,9 @@ func (c *Config) defaults() {
 	}
 	if c.CheckTimeout == 0 {
 		c.CheckTimeout = 60 * time.Second
+	}
+	if c.EffectWindow == 0 {
+		c.EffectWindow = 15 * time.Second
 	}
 	if c.Log == nil {
 		c.Log = io.Discard
@@ -101,15 +121,28 @@ func (c Config) MinExpiry() time.Duration {
 	return time.Duration(float64(c.TTL) / maxRate * 0.99)
 }
 
+// Drift is the clock-rate allowance of the election workers' sessions:
+// the fastest clock rate the nemesis sets, less 1.
+func (c Config) Drift() float64 {
+	maxRate := 1.0
+	for _, r := range ClockRates {
+		maxRate = max(maxRate, r)
+	}
+	return maxRate - 1
+}
+
 // Schedule returns the fault schedule of c.
 func (c Config) Schedule() Schedule {
 	c.defaults()
-	return NewSchedule(c.Seed, c.Duration, c.Faults, c.Nodes, c.Workers, c.TTL)
+	return NewSchedule(c.Seed, c.Duration, c.Faults, c.Nodes, c.Workers+max(c.ElectionWorkers, 0), c.TTL)
 }
 
 // Run runs the harness: cluster, traffic, faults, then the checks.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
+	if abs, err := filepath.Abs(cfg.Out); err == nil {
+		cfg.Out = abs
+	}
 	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, err
@@ -135,6 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Extra = nodeFlags
 	defer c.Close()
 	if err := c.Boot(ctx); err != nil {
 		return nil, fmt.Errorf("boot cluster: %w (logs in %s)", err, work)
@@ -163,6 +197,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i := range cfg.Workers {
 		wcfgs = append(wcfgs, WorkerConfig{ID: i, Seed: cfg.Seed, Endpoints: c.Endpoints(), Names: names, TTL: cfg.TTL, UnsafeStore: storeURL})
 	}
+	var elect []string
+	for i := range cfg.ElectionNames {
+		elect = append(elect, fmt.Sprintf("elect-%d", i))
+	}
+	for i := range max(cfg.ElectionWorkers, 0) {
+		wcfgs = append(wcfgs, WorkerConfig{ID: cfg.Workers + i, Seed: cfg.Seed, Endpoints: c.Endpoints(), TTL: cfg.TTL, Election: elect, Drift: cfg.Drift()})
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watchers := StartWatchers(wctx, c.Endpoints())
 	ws, err := StartWorkers(wcfgs, os.Stderr)
 	if err != nil {
 		return nil, err
@@ -174,7 +218,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	<-rctx.Done()
 	cancel()
 	nem.HealAll()
-	h := ws.Stop()
+	all := ws.Stop()
+	stopWatch()
+	wrecs, nw := watchers.Stop()
+	h, terms := all.Split()
 	elapsed := time.Since(start)
 	logf("traffic stopped after %s: %d operations", elapsed.Round(time.Millisecond), len(h))
 
@@ -185,7 +232,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Seed: cfg.Seed, ScheduleHash: sched.Hash(), Duration: elapsed, Nodes: cfg.Nodes, Workers: cfg.Workers,
 		Unsafe: cfg.Unsafe, Strict: cfg.Strict, Planned: len(sched), Injected: nem.Injected, Skipped: nem.Skipped, Final: final}
-	rep.count(h)
+	rep.count(all)
 	for _, e := range ws.Errs {
 		logf("worker output: %s", e)
 	}
@@ -194,7 +241,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	checked := h
 	rep.Violations = CheckInvariants(h, final, m.MinExpiry)
 	if !cfg.Strict {
-		checked = append(append(History(nil), h...), LeakedWaits(h)...)
+		checked = append(append(History(nil), h...), RetriedAcquires(h)...)
 		tolerant := CheckInvariants(checked, final, m.MinExpiry)
 		still := map[string]bool{}
 		for _, v := range tolerant {
@@ -202,34 +249,96 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		for _, v := range rep.Violations {
 			if !still[v.String()] {
-				rep.KnownBugs = append(rep.KnownBugs, Violation{"B1b", v.Detail})
+				rep.KnownBugs = append(rep.KnownBugs, Violation{"B1b/B1c", v.Detail})
 			}
 		}
 		rep.Violations = tolerant
 	}
-	for _, r := range CheckLinearizable(m, checked, cfg.CheckTimeout) {
-		rep.Histories = append(rep.Histories, HistoryResult{Name: r.Name, Ops: r.Ops, Result: string(r.Result)})
+	rep.Violations = append(rep.Violations, nem.Violations...)
+	rep.SnapshotInstalls = nem.Snapshots
+	rep.Pauses = nem.Pauses
+	tv, tst := CheckTerms(terms, nem.Pauses)
+	rep.Violations = append(rep.Violations, tv...)
+	rep.Terms = tst
+	wv, wst := CheckWatches(wrecs, nw, all)
+	rep.Violations = append(rep.Violations, wv...)
+	rep.Watches = wst
+	var strict map[string]porcupine.CheckResult
+	if !cfg.Strict {
+		// Which names pass only with retried acquires modelled: the
+		// observations of B1b/B1c the summary lists.
+		strict = map[string]porcupine.CheckResult{}
+		for _, r := range CheckLinearizable(m, h, cfg.EffectWindow, cfg.CheckTimeout) {
+			strict[r.Name] = r.Result
+		}
+	}
+	for _, r := range CheckLinearizable(m, checked, cfg.EffectWindow, cfg.CheckTimeout) {
+		rep.Histories = append(rep.Histories, HistoryResult{Name: r.Name, Ops: r.Ops, Segments: len(r.Segments), Result: string(r.Result)})
+		if r.Result == porcupine.Ok && strict != nil && strict[r.Name] == porcupine.Illegal {
+			rep.KnownBugs = append(rep.KnownBugs, Violation{"B1b/B1c", fmt.Sprintf("the history of %q is linearizable only with retried acquires modelled as possibly granted twice", r.Name)})
+		}
 		switch r.Result {
 		case porcupine.Unknown:
 			rep.Inconclusive = true
 		case porcupine.Illegal:
 			rep.Violations = append(rep.Violations, Violation{InvLinearizable, fmt.Sprintf("the history of %q (%d ops) is not linearizable; see %s", r.Name, r.Ops,
 				filepath.Join(cfg.Out, "history-"+r.Name+".html"))})
-			if err := porcupine.VisualizePath(m.Porcupine(), r.Info, filepath.Join(cfg.Out, "history-"+r.Name+".html")); err != nil {
+			seg := r.Segments[len(r.Segments)-1]
+			rep.Violations[len(rep.Violations)-1].Detail += fmt.Sprintf(" (segment %d of its history, %s to %s, %d ops)", len(r.Segments), stamp(seg.From), stamp(seg.To), seg.Ops)
+			if err := r.Visual.write(filepath.Join(cfg.Out, "history-"+r.Name+".html")); err != nil {
 				logf("visualize %s: %v", r.Name, err)
 			}
 		}
 	}
 	rep.OK = len(rep.Violations) == 0
 	if !rep.OK || rep.Inconclusive {
-		if err := h.WriteJSONL(filepath.Join(cfg.Out, "history.jsonl")); err != nil {
+		// The evidence outlives the run's temporary directory: the
+		// history, the visualizations (above) and every node's log.
+		rep.Evidence = cfg.Out
+		if err := all.WriteJSONL(filepath.Join(cfg.Out, "history.jsonl")); err != nil {
 			logf("write history: %v", err)
+		}
+		if err := writeJSONL(filepath.Join(cfg.Out, "watch.jsonl"), wrecs); err != nil {
+			logf("write watch events: %v", err)
+		}
+		for _, n := range c.Nodes {
+			if err := copyFile(n.LogPath, filepath.Join(cfg.Out, filepath.Base(n.LogPath))); err != nil {
+				logf("keep the log of %s: %v", n.ID, err)
+			}
 		}
 	}
 	if err := rep.WriteJSON(filepath.Join(cfg.Out, "summary.json")); err != nil {
 		logf("write summary: %v", err)
 	}
 	return rep, nil
+}
+
+func writeJSONL[T any](path string, recs []T) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o644)
 }
 
 // readFinal reads every key once the cluster has healed.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/internal/tenuredproc"
 )
 
 // WorkerConfig is what a worker process is told, as JSON in its
@@ -32,6 +33,11 @@ type WorkerConfig struct {
 	// UnsafeStore, when set, is the URL of the harness's unfenced store:
 	// puts and gets go there instead of to tenure's fenced store.
 	UnsafeStore string `json:"unsafe_store,omitempty"`
+	// Election makes the worker hold leases through package election
+	// (Run) on these names instead of the plain client traffic.
+	Election []string `json:"election,omitempty"`
+	// Drift is the election sessions' clock-rate allowance.
+	Drift float64 `json:"drift,omitempty"`
 }
 
 // WorkerEnv is the environment variable that turns the tenure-verify
@@ -59,6 +65,7 @@ func StartWorkers(cfgs []WorkerConfig, stderr *os.File) (*WorkerSet, error) {
 		cmd := exec.Command(exe)
 		cmd.Env = append(os.Environ(), WorkerEnv+"="+string(b))
 		cmd.Stderr = stderr
+		tenuredproc.DieWithParent(cmd) // no worker outlives a killed harness
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			return nil, err
@@ -138,6 +145,10 @@ func RunWorker(cfgJSON string) int {
 	defer cl.Close()
 	w := &worker{cfg: cfg, cl: cl, rt: rt, rnd: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
 		holder: fmt.Sprintf("w%d", cfg.ID), enc: json.NewEncoder(os.Stdout), http: &http.Client{}}
+	if len(cfg.Election) > 0 {
+		w.runElection(ctx)
+		return 0
+	}
 	w.run(ctx)
 	return 0
 }
@@ -154,6 +165,7 @@ func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 type worker struct {
+	mu     sync.Mutex // guards emit and seq (election workers write from two goroutines)
 	cfg    WorkerConfig
 	cl     *client.Client
 	rt     *countingTransport
@@ -168,6 +180,8 @@ type worker struct {
 }
 
 func (w *worker) emit(r Record) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.seq++
 	r.Worker, r.Seq = w.cfg.ID, w.seq
 	r.Attempts = int(w.rt.n.Swap(0))

@@ -1,0 +1,325 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tenure-io/tenure/client"
+)
+
+// Snapshot settings every node runs with, so that the snapshot fault can
+// force a follower onto a snapshot install within seconds.
+// The raft library logs at info, which says when a follower installs a
+// snapshot.
+var nodeFlags = []string{"--snapshot-threshold", "64", "--trailing-logs", "16", "--snapshot-interval", "200ms", "--raft-log-level", "info"}
+
+// entriesForSnapshot is how many entries the cluster must commit while a
+// follower is cut off so that the log it needs is compacted away: more than
+// the snapshot threshold plus the trailing logs.
+const entriesForSnapshot = 64 + 16 + 40
+
+// follower returns a node that is not the leader: the (k+1)th after it.
+func (n *Nemesis) follower(ctx context.Context, k int) int {
+	l, ok := n.C.Leader(ctx)
+	if !ok {
+		l = 0
+	}
+	return (l + 1 + k%(len(n.C.Nodes)-1)) % len(n.C.Nodes)
+}
+
+// status asks node i alone for its status.
+func (n *Nemesis) status(ctx context.Context, i int) (client.Status, error) {
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = []string{n.C.Nodes[i].API}
+	cfg.RequestTimeout = 700 * time.Millisecond
+	cl, err := client.New(cfg)
+	if err != nil {
+		return client.Status{}, err
+	}
+	defer cl.Close()
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return cl.Status(sctx)
+}
+
+// clusterIndex returns the highest commit index any running node reports.
+func (n *Nemesis) clusterIndex(ctx context.Context) uint64 {
+	var top uint64
+	for i := range n.C.Nodes {
+		if !n.C.Running(i) {
+			continue
+		}
+		if st, err := n.status(ctx, i); err == nil {
+			top = max(top, st.CommitIndex)
+		}
+	}
+	return top
+}
+
+func (n *Nemesis) violation(inv, format string, args ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	v := Violation{inv, fmt.Sprintf(format, args...)}
+	n.Violations = append(n.Violations, v)
+	n.Log("  VIOLATION %s", v)
+}
+
+// waitMembers waits until the leader reports every node as a voter.
+func (n *Nemesis) waitMembers(ctx context.Context, what string) error {
+	return waitFor(ctx, 30*time.Second, what, func() bool {
+		l, ok := n.C.Leader(ctx)
+		if !ok {
+			return false
+		}
+		st, err := n.status(ctx, l)
+		if err != nil || len(st.Members) != len(n.C.Nodes) {
+			return false
+		}
+		for _, m := range st.Members {
+			if m.Suffrage != "voter" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// injectMore carries out the faults added for issue 8; it reports whether
+// the fault was injected.
+func (n *Nemesis) injectMore(ctx context.Context, f Fault) bool {
+	cl, err := n.C.Client()
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	switch f.Kind {
+	case FaultFlap:
+		// Move leadership, and again Gap after each new leader took over,
+		// so takeovers are cut short right after their barrier.
+		end := time.Now().Add(f.Dur)
+		flips := 0
+		for time.Now().Before(end) && ctx.Err() == nil {
+			old, _ := n.C.Leader(ctx)
+			to := n.C.Nodes[(old+1+flips%2)%len(n.C.Nodes)]
+			tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := cl.TransferLeadership(tctx, to.ID)
+			cancel()
+			if err != nil {
+				sleepCtx(ctx, 100*time.Millisecond)
+				continue
+			}
+			flips++
+			sleepCtx(ctx, f.Gap)
+		}
+		n.Log("  %d leadership transfers, each %s after the last", flips, f.Gap.Round(time.Millisecond))
+		return flips > 0
+	case FaultSnapshot:
+		// The follower stays up and serves its watchers while it is cut
+		// off, so that it installs the snapshot under open watches.
+		i := n.follower(ctx, max(f.Target, 0))
+		before := n.clusterIndex(ctx)
+		logSize := fileSize(n.C.Nodes[i].LogPath)
+		n.C.Net.Isolate(i)
+		err := waitFor(ctx, 60*time.Second, fmt.Sprintf("the cluster to commit %d entries past index %d while node %d is cut off", entriesForSnapshot, before, i+1),
+			func() bool { return n.clusterIndex(ctx) > before+entriesForSnapshot })
+		if err != nil {
+			n.Log("  %v", err)
+		}
+		n.C.Net.Heal()
+		err = waitFor(ctx, 20*time.Second, fmt.Sprintf("node %d to catch up", i+1), func() bool {
+			st, err := n.status(ctx, i)
+			return err == nil && st.AppliedIndex > before+entriesForSnapshot
+		})
+		installed := strings.Contains(strings.ToLower(tailFrom(n.C.Nodes[i].LogPath, logSize)), "installed remote snapshot")
+		n.Log("  node %d cut off for %d entries, healed; caught up: %v; snapshot in its log: %v", i+1, entriesForSnapshot, errText(err), installed)
+		if installed {
+			n.mu.Lock()
+			n.Snapshots++
+			n.mu.Unlock()
+		}
+		return true
+	case FaultSplit, FaultBridge:
+		a, ok := n.target(ctx, f)
+		if !ok {
+			a = 0
+		}
+		if f.Kind == FaultBridge {
+			b := (a + 1 + len(n.C.Nodes)/2) % len(n.C.Nodes)
+			n.Log("  cut the link n%d <-> n%d; the others bridge them", a+1, b+1)
+			n.C.Net.Cut(a, b)
+		} else {
+			minority := []int{a}
+			for k := 1; len(minority) < (len(n.C.Nodes)-1)/2; k++ {
+				minority = append(minority, (a+k)%len(n.C.Nodes))
+			}
+			var majority []int
+			for i := range n.C.Nodes {
+				if !slices.Contains(minority, i) {
+					majority = append(majority, i)
+				}
+			}
+			n.Log("  minority %v | majority %v", plus1(minority), plus1(majority))
+			n.C.Net.Split(minority, majority)
+		}
+		sleepCtx(ctx, f.Dur)
+		n.C.Net.Heal()
+		return true
+	case FaultMember:
+		i := n.follower(ctx, max(f.Target, 0))
+		node := n.C.Nodes[i]
+		err := retryFor(ctx, 10*time.Second, func() error {
+			lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			return cl.Leave(lctx, node.ID)
+		})
+		if err != nil {
+			n.Log("  leave n%d: %v", i+1, errText(err))
+			return false
+		}
+		n.C.Kill(i)
+		if err := os.RemoveAll(node.DataDir); err != nil {
+			n.Log("  wipe n%d: %v", i+1, err)
+		}
+		sleepCtx(ctx, f.Dur)
+		join := n.C.Nodes[(i+1)%len(n.C.Nodes)].API
+		if _, err := n.C.StartWith(i, 1, nil, join); err != nil {
+			n.Log("  re-add n%d: %v", i+1, err)
+			return false
+		}
+		err = n.waitMembers(ctx, fmt.Sprintf("n%d to be re-added as a voter", i+1))
+		n.Log("  n%d left, wiped, re-joined through %s: %s", i+1, join, errText(err))
+		return true
+	case FaultRestartAll:
+		for i := range n.C.Nodes {
+			n.C.Kill(i)
+		}
+		sleepCtx(ctx, f.Dur)
+		for i := range n.C.Nodes {
+			n.restart(i, 1)
+		}
+		err := waitFor(ctx, 30*time.Second, "the restarted cluster to elect a leader", func() bool {
+			_, ok := n.C.Leader(ctx)
+			return ok
+		})
+		n.Log("  all %d nodes restarted: %s", len(n.C.Nodes), errText(err))
+		return true
+	case FaultDamaged:
+		return n.damaged(ctx, n.follower(ctx, max(f.Target, 0)))
+	}
+	return false
+}
+
+// damaged stops node i, empties its raft.db and starts it: tenured must
+// refuse (exit 1, naming raft.db). Then the directory is restored from a
+// copy and the node restarted.
+func (n *Nemesis) damaged(ctx context.Context, i int) bool {
+	node := n.C.Nodes[i]
+	n.C.Kill(i)
+	backup := node.DataDir + ".backup"
+	os.RemoveAll(backup)
+	if err := copyDir(node.DataDir, backup); err != nil {
+		n.Log("  copy n%d's data: %v", i+1, err)
+		n.restart(i, 1)
+		return false
+	}
+	db := filepath.Join(node.DataDir, "raft.db")
+	if err := os.Truncate(db, 0); err != nil {
+		n.Log("  empty %s: %v", db, err)
+		n.restart(i, 1)
+		return false
+	}
+	p, err := n.C.StartWith(i, 1, nil, "")
+	if err != nil {
+		n.Log("  start n%d: %v", i+1, err)
+		return false
+	}
+	deadline := time.NewTimer(5 * time.Second)
+	select {
+	case <-p.Exited():
+		code, out := p.ExitCode(), p.Output()
+		if code != 1 || !strings.Contains(out, "raft.db") {
+			n.violation(InvDamagedRefused, "tenured on n%d's data directory with raft.db emptied exited %d without the exit code 1 and a message naming raft.db: %.300q", i+1, code, out)
+		} else {
+			n.Log("  n%d refused to start on an emptied raft.db, as it must", i+1)
+		}
+	case <-deadline.C:
+		n.violation(InvDamagedRefused, "tenured started on n%d's data directory with raft.db emptied and was still running 5s later (it must exit 1 naming raft.db)", i+1)
+	case <-ctx.Done():
+	}
+	deadline.Stop()
+	n.C.Kill(i)
+	if err := os.RemoveAll(node.DataDir); err == nil {
+		err = os.Rename(backup, node.DataDir)
+		if err != nil {
+			n.Log("  restore n%d's data: %v", i+1, err)
+		}
+	}
+	n.restart(i, 1)
+	return true
+}
+
+func plus1(xs []int) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = x + 1
+	}
+	return out
+}
+
+// retryFor calls f until it succeeds, ctx ends or d passes.
+func retryFor(ctx context.Context, d time.Duration, f func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		sleepCtx(ctx, 300*time.Millisecond)
+	}
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// tailFrom returns the contents of path from offset on.
+func tailFrom(path string, offset int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+// copyDir copies the regular files and directories under from to to.
+func copyDir(from, to string) error {
+	return filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		dst := filepath.Join(to, rel)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		return copyFile(p, dst)
+	})
+}
