@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/tenure-io/tenure/internal/testcluster"
 	"github.com/tenure-io/tenure/node"
 )
 
@@ -75,7 +76,7 @@ func TestTakeoverLostAfterBarrier(t *testing.T) {
 	}
 	hook.Store(nil)
 	nl := c.Leader() // exactly one node leads in raft and has taken over
-	testEventually(t, victim.ID()+" to stop claiming leadership", 5*time.Second, func() error {
+	testcluster.Eventually(t, victim.ID()+" to stop claiming leadership", 5*time.Second, func() error {
 		if victim.RaftState() != raft.Leader && victim.IsLeader() {
 			return fmt.Errorf("%s is a raft %s but IsLeader() says it leads (leader is %s)",
 				victim.ID(), victim.RaftState(), nl.ID)
@@ -128,20 +129,5 @@ func TestSnapshotInstallEndsWatches(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("%s installed a snapshot but its watch is still open: the events it skipped are lost silently", f.ID())
 		}
-	}
-}
-
-func testEventually(t *testing.T, what string, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

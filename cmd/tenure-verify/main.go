@@ -111,13 +111,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 3
 		}
 		rep.Print(stdout)
-		switch {
-		case !rep.OK:
-			return 1
-		case rep.Inconclusive:
-			return 3
-		}
-		return 0
+		return exitCode(rep)
 	}
 	if md.plan {
 		s := cfg.Schedule()
@@ -137,9 +131,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 3
 	}
 	rep.Print(stdout)
+	if !rep.OK {
+		fmt.Fprintf(stdout, "replay with --seed %d\n", cfg.Seed)
+	}
+	return exitCode(rep)
+}
+
+// exitCode is 1 for a violation, 3 for an inconclusive check, else 0.
+func exitCode(rep *verify.Report) int {
 	switch {
 	case !rep.OK:
-		fmt.Fprintf(stdout, "replay with --seed %d\n", cfg.Seed)
 		return 1
 	case rep.Inconclusive:
 		return 3

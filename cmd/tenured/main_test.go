@@ -36,26 +36,35 @@ func (s *syncBuffer) String() string {
 func initDataDir(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
+	runUntilLeading(t, "--data-dir", dir, "--election-timeout", "100ms", "--raft-log-level", "error")
+	return dir
+}
+
+// runUntilLeading runs tenured with args until it leads, then stops it
+// as SIGTERM would, and returns its log. A start that does not lead
+// within 20s, or a stop that does not exit 0, fails the test.
+func runUntilLeading(t *testing.T, args ...string) string {
+	t.Helper()
 	var out syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
 	go func() {
-		code <- run(ctx, []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0",
-			"--election-timeout", "100ms", "--raft-log-level", "error"}, &out)
+		code <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0"}, args...), &out)
 	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(out.String(), "msg=leading") {
 		if time.Now().After(deadline) {
 			cancel()
-			t.Fatalf("tenured did not lead within 20s; its log:\n%s", out.String())
+			<-code
+			t.Fatalf("tenured %s did not lead within 20s; its log:\n%s", strings.Join(args, " "), out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	cancel()
 	if c := <-code; c != 0 {
-		t.Fatalf("tenured exited %d after a normal stop; its log:\n%s", c, out.String())
+		t.Fatalf("tenured %s exited %d after a normal stop; its log:\n%s", strings.Join(args, " "), c, out.String())
 	}
-	return dir
+	return out.String()
 }
 
 func listing(t *testing.T, dir string) string {
@@ -110,25 +119,7 @@ func TestResetDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := listing(t, dir)
-	var out syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, []string{"--data-dir", dir, "--reset-data-dir", "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0",
-			"--election-timeout", "100ms"}, &out)
-	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(out.String(), "msg=leading") {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("tenured --reset-data-dir did not lead; its log:\n%s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if c := <-code; c != 0 {
-		t.Fatalf("exit %d", c)
-	}
+	out := runUntilLeading(t, "--data-dir", dir, "--reset-data-dir", "--election-timeout", "100ms")
 	olds, _ := filepath.Glob(dir + ".old-*")
 	if len(olds) != 1 {
 		t.Fatalf("old data moved to %v, want one %s.old-* directory", olds, dir)
@@ -136,8 +127,8 @@ func TestResetDataDir(t *testing.T) {
 	if got := listing(t, olds[0]); got != before {
 		t.Fatalf("the old data was changed when moved aside:\n%s\nwant:\n%s", got, before)
 	}
-	if !strings.Contains(out.String(), "starting a NEW cluster") {
-		t.Errorf("no warning about the new cluster in:\n%s", out.String())
+	if !strings.Contains(out, "starting a NEW cluster") {
+		t.Errorf("no warning about the new cluster in:\n%s", out)
 	}
 }
 
@@ -157,25 +148,9 @@ func TestFaultInjectorHiddenAndLoud(t *testing.T) {
 			t.Errorf("-h does not show %s", flag)
 		}
 	}
-	var out syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, []string{"--dev", "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0",
-			"--" + faultClockRateFlag, "1.25"}, &out)
-	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(out.String(), "msg=leading") {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("tenured did not lead; its log:\n%s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	<-code
-	if !strings.Contains(out.String(), "level=WARN msg=\"FAULT INJECTION") {
-		t.Fatalf("no loud warning for the clock-rate fault injector in:\n%s", out.String())
+	out := runUntilLeading(t, "--dev", "--"+faultClockRateFlag, "1.25")
+	if !strings.Contains(out, "level=WARN msg=\"FAULT INJECTION") {
+		t.Fatalf("no loud warning for the clock-rate fault injector in:\n%s", out)
 	}
 	var bad syncBuffer
 	if code := run(t.Context(), []string{"--" + faultClockRateFlag, "0"}, &bad); code != 2 {

@@ -35,8 +35,13 @@ func (n *Nemesis) follower(ctx context.Context, k int) int {
 
 // status asks node i alone for its status.
 func (n *Nemesis) status(ctx context.Context, i int) (client.Status, error) {
+	return nodeStatus(ctx, n.C, i)
+}
+
+// nodeStatus asks node i of c alone for its status, within a second.
+func nodeStatus(ctx context.Context, c *Cluster, i int) (client.Status, error) {
 	cfg := client.DefaultConfig()
-	cfg.Endpoints = []string{n.C.Nodes[i].API}
+	cfg.Endpoints = []string{c.Nodes[i].API}
 	cfg.RequestTimeout = 700 * time.Millisecond
 	cl, err := client.New(cfg)
 	if err != nil {

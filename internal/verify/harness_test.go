@@ -157,19 +157,7 @@ func testPartition(t *testing.T, tenured string) {
 		t.Fatal("no leader after boot")
 	}
 	c.Net.Isolate(old)
-	statusOf := func(i int) (client.Status, error) {
-		cfg := client.DefaultConfig()
-		cfg.Endpoints = []string{c.Nodes[i].API}
-		cfg.RequestTimeout = 500 * time.Millisecond
-		cl, err := client.New(cfg)
-		if err != nil {
-			return client.Status{}, err
-		}
-		defer cl.Close()
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		return cl.Status(sctx)
-	}
+	statusOf := func(i int) (client.Status, error) { return nodeStatus(ctx, c, i) }
 	other := (old + 1) % 3
 	err = waitFor(ctx, 15*time.Second, "the majority to elect another leader", func() bool {
 		st, err := statusOf(other)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 )
 
@@ -133,25 +132,7 @@ func (h History) ByName() map[string]History {
 }
 
 // WriteJSONL writes h as JSON lines to path.
-func (h History) WriteJSONL(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	enc := json.NewEncoder(w)
-	for _, r := range h {
-		if err := enc.Encode(r); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
+func (h History) WriteJSONL(path string) error { return writeJSONL(path, h) }
 
 // ReadJSONL reads records, one JSON object a line, until EOF.
 func ReadJSONL(r io.Reader) (History, error) {
