@@ -60,19 +60,25 @@ func TestTakeoverLostAfterBarrier(t *testing.T) {
 		}
 	}
 	hook.Store(&h)
-	// The transfer call waits to see a new leader; leadership may come
-	// straight back to it, so bound the wait and look at the hook.
-	tctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_, err := lm.Node.TransferLeadership(tctx, victim.ID())
-	cancel()
-	if err != nil {
-		t.Fatalf("transfer to %s: %v", victim.ID(), err)
-	}
-	ctx := within(t, 20*time.Second)
-	select {
-	case <-fired:
-	case <-ctx.Done():
-		t.Fatalf("%s never took over", victim.ID())
+	// Move leadership to the victim. A transfer times out after an
+	// election timeout when the target is slow to answer (a loaded
+	// machine), and the transfer call waits to see a new leader, which
+	// the hook sends straight on: try again until the hook has fired.
+	ctx := within(t, 30*time.Second)
+	for done := false; !done; {
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := c.Leader().Node.TransferLeadership(tctx, victim.ID())
+		cancel()
+		select {
+		case <-fired:
+			done = true
+		case <-ctx.Done():
+			t.Fatalf("%s never took over (last transfer: %v)", victim.ID(), err)
+		default:
+			if err != nil {
+				t.Logf("transfer to %s: %v; trying again", victim.ID(), err)
+			}
+		}
 	}
 	hook.Store(nil)
 	nl := c.Leader() // exactly one node leads in raft and has taken over

@@ -249,7 +249,9 @@ func TestWatchOnFollowerSeesCommittedEvents(t *testing.T) {
 // A wait forwarded by a follower lasts as long as the wait, not only the
 // forwarding timeout: cut short, the waiter would leave the queue.
 func TestForwardedWaitOutlivesForwardTimeout(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Config{Size: 3, ElectionTimeout: 300 * time.Millisecond, MinTTL: time.Second,
+	// Calm raft timing: a leader change during the wait would end it
+	// for another reason (leadership lost) than the one under test.
+	c := testcluster.Start(t, testcluster.Config{Size: 3, ElectionTimeout: time.Second, MinTTL: 2 * time.Second,
 		ForwardTimeout: 300 * time.Millisecond})
 	l := c.Leader()
 	var follower peer
