@@ -40,6 +40,12 @@ type dur time.Duration
 
 func (d dur) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
+func (d *dur) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = dur(v)
+	return err
+}
+
 // topology is a cluster size and a number of concurrent workers.
 type topology struct {
 	Nodes   int `json:"nodes"`
