@@ -36,7 +36,7 @@ const attemptTimeout = time.Second
 // failoverGiveUp bounds one trial after the kill.
 const failoverGiveUp = 30 * time.Second
 
-func runFailover(ctx context.Context, sys system, bins binaries, root string, trial int) (failoverTrial, error) {
+func runFailover(ctx context.Context, sys system, bins binaries, root string, trial int, keep bool) (failoverTrial, error) {
 	res := failoverTrial{System: sys, Trial: trial}
 	cl, err := startCluster(ctx, sys, bins, root, 3, nil)
 	if err != nil {
@@ -44,7 +44,9 @@ func runFailover(ctx context.Context, sys system, bins binaries, root string, tr
 	}
 	defer func() {
 		cl.stop()
-		os.RemoveAll(cl.dir)
+		if !keep {
+			os.RemoveAll(cl.dir)
+		}
 	}()
 	var renew, grant func(ctx context.Context) (ok, lost bool, token uint64)
 	switch sys {
@@ -159,8 +161,9 @@ type memoryMeasure struct {
 	RSS1     int64   `json:"rss_after_bytes"`
 	PerLease float64 `json:"bytes_per_lease"`
 	SetupS   float64 `json:"setup_s"`
-	// Snapshot: tenure took a snapshot after the last grant (always false
-	// for etcd, whose own snapshots are not awaited).
+	// Snapshot: tenure took a snapshot while or after the leases were
+	// granted; the suite waits up to 10s after the last grant for one
+	// (always false for etcd, whose own snapshots are not awaited).
 	Snapshot bool `json:"snapshot"`
 }
 
@@ -170,7 +173,7 @@ const memoryTTL = time.Hour
 // runMemory grants n leases with a TTL of an hour on a fresh single node
 // and reads the server's RSS before and after (tenure: after the snapshot
 // that follows the last grant).
-func runMemory(ctx context.Context, sys system, bins binaries, root string, n, workers int) (memoryMeasure, error) {
+func runMemory(ctx context.Context, sys system, bins binaries, root string, n, workers int, keep bool) (memoryMeasure, error) {
 	res := memoryMeasure{System: sys, Leases: n}
 	var extra []string
 	if sys == tenureSys {
@@ -182,7 +185,9 @@ func runMemory(ctx context.Context, sys system, bins binaries, root string, n, w
 	}
 	defer func() {
 		cl.stop()
-		os.RemoveAll(cl.dir)
+		if !keep {
+			os.RemoveAll(cl.dir)
+		}
 	}()
 	settle := func() error {
 		select {
@@ -241,7 +246,7 @@ func runMemory(ctx context.Context, sys system, bins binaries, root string, n, w
 		})
 		ents, _ := os.ReadDir(snaps)
 		for _, e := range ents {
-			if info, err := e.Info(); err == nil && info.ModTime().After(loaded) {
+			if info, err := e.Info(); err == nil && info.ModTime().After(t0) {
 				res.Snapshot = true
 			}
 		}

@@ -32,6 +32,9 @@ type heldMeasure struct {
 	// Lost counts leases the client library gave up as lost during the
 	// hold (tenure: State Lost; etcd: the KeepAlive channel closed).
 	Lost int64 `json:"lost"`
+	// LostInSetup counts leases lost while the others were still being
+	// granted (not part of Lost).
+	LostInSetup int64 `json:"lost_in_setup"`
 	// Renewals counts renewal requests answered during the hold (tenure:
 	// one Renew call per session carries all its leases; etcd: one
 	// keep-alive request per lease on the client's stream).
@@ -124,6 +127,7 @@ func runHeldTenure(ctx context.Context, cl *cluster, cfg heldConfig) (heldMeasur
 		}
 	}
 	m.Lost -= int64(lost0)
+	m.LostInSetup = int64(lost0)
 	m.Renewals = len(d)
 	m.RenewP50Ms, m.RenewP99Ms = ms(percentile(d, 0.5)), ms(percentile(d, 0.99))
 	return m, nil
@@ -204,6 +208,7 @@ func runHeldEtcd(ctx context.Context, cl *cluster, cfg heldConfig) (heldMeasure,
 	d := lat.stop()
 	m.ServerCPU = sumCPU(pids) - cpu0
 	m.Lost = lost.Load() - lost0
+	m.LostInSetup = lost0
 	m.Renewals = len(d)
 	m.RenewP50Ms, m.RenewP99Ms = ms(percentile(d, 0.5)), ms(percentile(d, 0.99))
 	return m, nil

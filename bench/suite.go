@@ -269,8 +269,8 @@ func (s *suite) runHeld(ctx context.Context, res *results) error {
 				if err != nil {
 					return fmt.Errorf("held leases on %s, %d node(s): %w", sys, n, err)
 				}
-				s.logf("held leases %-6s lost %d  renew p99 %.2fms  server CPU %.2fs  (setup %.1fs)",
-					sys, m.Lost, m.RenewP99Ms, m.ServerCPU, m.SetupS)
+				s.logf("held leases %-6s lost %d (in setup %d)  renew p99 %.2fms  server CPU %.2fs  (setup %.1fs)",
+					sys, m.Lost, m.LostInSetup, m.RenewP99Ms, m.ServerCPU, m.SetupS)
 			}
 			if round.Etcd.ServerCPU > 0 {
 				round.CPURatio = round.Tenure.ServerCPU / round.Etcd.ServerCPU
@@ -289,7 +289,7 @@ func (s *suite) runFailovers(ctx context.Context, res *results) error {
 		ic := s.idle(ctx, nil)
 		res.noteIdle(ic)
 		for _, sys := range order(t) {
-			tr, err := runFailover(ctx, sys, s.bins, s.root, t+1)
+			tr, err := runFailover(ctx, sys, s.bins, s.root, t+1, s.cfg.Keep)
 			if err != nil {
 				return fmt.Errorf("failover trial %d on %s: %w", t+1, sys, err)
 			}
@@ -309,7 +309,7 @@ func (s *suite) runMemories(ctx context.Context, res *results) error {
 		cell := &memoryCell{Leases: n, Idle: ic}
 		for _, sys := range order(0) {
 			s.logf("memory, %s: %d leases on a fresh node", sys, n)
-			m, err := runMemory(ctx, sys, s.bins, s.root, n, 64)
+			m, err := runMemory(ctx, sys, s.bins, s.root, n, 128, s.cfg.Keep)
 			if err != nil {
 				return fmt.Errorf("memory on %s, %d leases: %w", sys, n, err)
 			}
