@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,11 @@ type heldMeasure struct {
 	// Lost counts leases the client library gave up as lost during the
 	// hold (tenure: State Lost; etcd: the KeepAlive channel closed).
 	Lost int64 `json:"lost"`
+	// SetupFailed counts leases that could not be granted (tenure: the
+	// grant was not confirmed in time) and were left out of the hold;
+	// SetupErr is the first such error.
+	SetupFailed int64  `json:"setup_failed"`
+	SetupErr    string `json:"setup_error,omitempty"`
 	// LostInSetup counts leases lost while the others were still being
 	// granted (not part of Lost).
 	LostInSetup int64 `json:"lost_in_setup"`
@@ -95,16 +101,22 @@ func runHeldTenure(ctx context.Context, cl *cluster, cfg heldConfig) (heldMeasur
 	}()
 	leases := make([]*election.Lease, cfg.Sessions*cfg.LeasesPerSession)
 	t0 := time.Now()
+	var failed setupFailures
 	err = parallel(ctx, cfg.SetupWorkers, len(leases), func(ctx context.Context, i int) error {
 		s := i / cfg.LeasesPerSession
 		l, err := sessions[s].TryAcquire(ctx, fmt.Sprintf("held/%d/%d", s, i%cfg.LeasesPerSession))
+		if err != nil {
+			return failed.note(ctx, err)
+		}
 		leases[i] = l
-		return err
+		return nil
 	})
 	if err != nil {
 		return heldMeasure{}, fmt.Errorf("acquire: %w", err)
 	}
+	leases = slices.DeleteFunc(leases, func(l *election.Lease) bool { return l == nil })
 	m := heldMeasure{Leases: len(leases), SetupS: time.Since(t0).Seconds()}
+	m.SetupFailed, m.SetupErr = failed.result()
 	lost0 := 0
 	for _, l := range leases {
 		if l.State() == election.Lost {
@@ -174,14 +186,15 @@ func runHeldEtcd(ctx context.Context, cl *cluster, cfg heldConfig) (heldMeasure,
 	defer drained.Wait()
 	defer stopKeepAlive()
 	t0 := time.Now()
+	var failed setupFailures
 	err = parallel(ctx, cfg.SetupWorkers, n, func(ctx context.Context, i int) error {
 		g, err := c.Grant(ctx, int64(benchTTL/time.Second))
 		if err != nil {
-			return err
+			return failed.note(ctx, err)
 		}
 		ch, err := c.KeepAlive(kctx, g.ID)
 		if err != nil {
-			return err
+			return failed.note(ctx, err)
 		}
 		drained.Go(func() {
 			for range ch {
@@ -195,7 +208,9 @@ func runHeldEtcd(ctx context.Context, cl *cluster, cfg heldConfig) (heldMeasure,
 	if err != nil {
 		return heldMeasure{}, fmt.Errorf("grant: %w", err)
 	}
-	m := heldMeasure{Leases: n, SetupS: time.Since(t0).Seconds()}
+	m := heldMeasure{SetupS: time.Since(t0).Seconds()}
+	m.SetupFailed, m.SetupErr = failed.result()
+	m.Leases = n - int(m.SetupFailed)
 	lost0 := lost.Load()
 	pids := cl.pids()
 	cpu0 := sumCPU(pids)
@@ -259,6 +274,36 @@ func (s *timedStream) RecvMsg(m any) error {
 		}
 	}
 	return err
+}
+
+// setupFailures counts the leases that could not be granted before a
+// hold. Setup goes on without them unless the run is stopping.
+type setupFailures struct {
+	mu    sync.Mutex
+	n     int64
+	first error
+}
+
+func (f *setupFailures) note(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	if f.first == nil {
+		f.first = err
+	}
+	return nil
+}
+
+func (f *setupFailures) result() (int64, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first == nil {
+		return 0, ""
+	}
+	return f.n, f.first.Error()
 }
 
 // parallel calls f(i) for i in [0, n) on workers goroutines and returns

@@ -205,11 +205,11 @@ func writeTable(w io.Writer, r *results) {
 	if len(r.Held) > 0 {
 		fmt.Fprintf(w, "\nHeld leases (server CPU ratio = tenure/etcd, below 1 means tenure uses less)\n\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "nodes\tround\tleases\tduration\tetcd lost\ttenure lost\tetcd renew p99 ms\ttenure renew p99 ms\tetcd CPU s\ttenure CPU s\tCPU ratio\tmachine\t")
+		fmt.Fprintln(tw, "nodes\tround\tleases held e/t\tduration\tetcd lost\ttenure lost\tetcd renew p99 ms\ttenure renew p99 ms\tetcd CPU s\ttenure CPU s\tCPU ratio\tmachine\t")
 		for _, c := range r.Held {
 			for _, x := range c.Rounds {
-				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n",
-					c.Nodes, x.Round, x.Tenure.Leases, time.Duration(c.Config.DurationS*float64(time.Second)),
+				fmt.Fprintf(tw, "%d\t%d\t%d/%d\t%s\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n",
+					c.Nodes, x.Round, x.Etcd.Leases, x.Tenure.Leases, time.Duration(c.Config.DurationS*float64(time.Second)),
 					x.Etcd.Lost, x.Tenure.Lost, x.Etcd.RenewP99Ms, x.Tenure.RenewP99Ms,
 					x.Etcd.ServerCPU, x.Tenure.ServerCPU, x.CPURatio, idleWord(x.Idle))
 			}

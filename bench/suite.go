@@ -269,8 +269,8 @@ func (s *suite) runHeld(ctx context.Context, res *results) error {
 				if err != nil {
 					return fmt.Errorf("held leases on %s, %d node(s): %w", sys, n, err)
 				}
-				s.logf("held leases %-6s lost %d (in setup %d)  renew p99 %.2fms  server CPU %.2fs  (setup %.1fs)",
-					sys, m.Lost, m.LostInSetup, m.RenewP99Ms, m.ServerCPU, m.SetupS)
+				s.logf("held leases %-6s %d held, lost %d (in setup %d)  renew p99 %.2fms  server CPU %.2fs  (setup %.1fs, %d not granted %s)",
+					sys, m.Leases, m.Lost, m.LostInSetup, m.RenewP99Ms, m.ServerCPU, m.SetupS, m.SetupFailed, m.SetupErr)
 			}
 			if round.Etcd.ServerCPU > 0 {
 				round.CPURatio = round.Tenure.ServerCPU / round.Etcd.ServerCPU
