@@ -27,6 +27,8 @@ type heldConfig struct {
 
 // heldMeasure is one side's result of holding the leases for a while.
 type heldMeasure struct {
+	// Leases counts the leases held when the hold began: granted, and
+	// not lost while the others were being granted.
 	Leases int `json:"leases"`
 	// SetupS is how long granting them all took, in seconds.
 	SetupS float64 `json:"setup_s"`
@@ -140,6 +142,7 @@ func runHeldTenure(ctx context.Context, cl *cluster, cfg heldConfig) (heldMeasur
 	}
 	m.Lost -= int64(lost0)
 	m.LostInSetup = int64(lost0)
+	m.Leases -= lost0
 	m.Renewals = len(d)
 	m.RenewP50Ms, m.RenewP99Ms = ms(percentile(d, 0.5)), ms(percentile(d, 0.99))
 	return m, nil
@@ -224,6 +227,7 @@ func runHeldEtcd(ctx context.Context, cl *cluster, cfg heldConfig) (heldMeasure,
 	m.ServerCPU = sumCPU(pids) - cpu0
 	m.Lost = lost.Load() - lost0
 	m.LostInSetup = lost0
+	m.Leases -= int(lost0)
 	m.Renewals = len(d)
 	m.RenewP50Ms, m.RenewP99Ms = ms(percentile(d, 0.5)), ms(percentile(d, 0.99))
 	return m, nil
