@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is what one run of the suite measures.
+type config struct {
+	Run      []string    `json:"run"`
+	Configs  []topology  `json:"configs"`
+	Rounds   int         `json:"rounds"`
+	Duration dur         `json:"duration"`
+	Warmup   dur         `json:"warmup"`
+	Held     heldConfig  `json:"held"`
+	HeldN    []int       `json:"held_nodes"`
+	Trials   int         `json:"failover_trials"`
+	MemoryN  []int       `json:"memory_leases"`
+	Idle     idleSetting `json:"idle"`
+	Keep     bool        `json:"-"`
+}
+
+// idleSetting is when the machine counts as idle before a round.
+type idleSetting struct {
+	// MaxOther is the CPU other processes may use, in cores.
+	MaxOther float64 `json:"max_other_cores"`
+	// Wait is how long to wait for the machine to become idle before
+	// measuring anyway (and saying so).
+	Wait dur `json:"wait"`
+}
+
+// dur is a time.Duration that reads as "10s" in JSON.
+type dur time.Duration
+
+func (d dur) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+func (d *dur) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = dur(v)
+	return err
+}
+
+// topology is a cluster size and a number of concurrent workers.
+type topology struct {
+	Nodes   int `json:"nodes"`
+	Workers int `json:"workers"`
+}
+
+func (t topology) String() string {
+	w := "workers"
+	if t.Workers == 1 {
+		w = "worker"
+	}
+	n := "nodes"
+	if t.Nodes == 1 {
+		n = "node"
+	}
+	return fmt.Sprintf("%d %s, %d %s", t.Nodes, n, t.Workers, w)
+}
+
+// parseTopologies reads "1x16,3x16,3x1" (nodes x workers).
+func parseTopologies(s string) ([]topology, error) {
+	var out []topology
+	for f := range strings.SplitSeq(s, ",") {
+		a, b, ok := strings.Cut(strings.TrimSpace(f), "x")
+		n, err1 := strconv.Atoi(a)
+		w, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil || (n != 1 && n != 3) || w < 1 {
+			return nil, fmt.Errorf("bad configuration %q: want NODESxWORKERS with 1 or 3 nodes, e.g. 3x16", f)
+		}
+		out = append(out, topology{n, w})
+	}
+	return out, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("bad number %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// suite runs the workloads against both systems.
+type suite struct {
+	cfg  config
+	bins binaries
+	root string
+	log  io.Writer
+}
+
+func (s *suite) logf(format string, args ...any) {
+	fmt.Fprintf(s.log, "%s  %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func (s *suite) wants(id string) bool { return slices.Contains(s.cfg.Run, id) }
+
+// order is the order of the two systems in round r: alternating, so that
+// neither always runs first (on a warmer or a busier machine).
+func order(r int) [2]system {
+	if r%2 == 0 {
+		return [2]system{etcdSys, tenureSys}
+	}
+	return [2]system{tenureSys, etcdSys}
+}
+
+func (s *suite) idle(ctx context.Context, pids []int) idleCheck {
+	c := checkIdle(ctx, pids, time.Second, time.Duration(s.cfg.Idle.Wait), s.cfg.Idle.MaxOther)
+	if !c.Idle {
+		s.logf("machine not idle before this round: %s", c)
+	}
+	return c
+}
+
+// runAll runs every workload the configuration asks for.
+func (s *suite) runAll(ctx context.Context, res *results) error {
+	if err := s.runThroughput(ctx, res); err != nil {
+		return err
+	}
+	if s.wants("held") {
+		if err := s.runHeld(ctx, res); err != nil {
+			return err
+		}
+	}
+	if s.wants("failover") {
+		if err := s.runFailovers(ctx, res); err != nil {
+			return err
+		}
+	}
+	if s.wants("memory") {
+		if err := s.runMemories(ctx, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *suite) runThroughput(ctx context.Context, res *results) error {
+	var wls []workload
+	for _, w := range workloads {
+		if s.wants(w.ID) {
+			wls = append(wls, w)
+		}
+	}
+	if len(wls) == 0 {
+		return nil
+	}
+	for _, topo := range s.cfg.Configs {
+		s.logf("throughput, %s: starting etcd and tenure", topo)
+		ec, err := startCluster(ctx, etcdSys, s.bins, s.root, topo.Nodes, nil)
+		if err != nil {
+			return err
+		}
+		tc, err := startCluster(ctx, tenureSys, s.bins, s.root, topo.Nodes, nil)
+		if err != nil {
+			ec.stop()
+			return err
+		}
+		err = s.throughputOn(ctx, res, topo, wls, ec, tc)
+		ec.stop()
+		tc.stop()
+		if !s.cfg.Keep {
+			os.RemoveAll(ec.dir)
+			os.RemoveAll(tc.dir)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *suite) throughputOn(ctx context.Context, res *results, topo topology, wls []workload, ec, tc *cluster) error {
+	eclient, err := ec.etcdClient()
+	if err != nil {
+		return err
+	}
+	defer eclient.Close()
+	tclient, err := tc.tenureClient()
+	if err != nil {
+		return err
+	}
+	defer tclient.Close()
+	cells := make([]*throughputCell, len(wls))
+	for i, w := range wls {
+		cells[i] = &throughputCell{Workload: w.ID, Title: w.Title, Topology: topo}
+		res.Throughput = append(res.Throughput, cells[i])
+	}
+	pids := append(ec.pids(), tc.pids()...)
+	seq := 0
+	for r := range s.cfg.Rounds {
+		ic := s.idle(ctx, pids)
+		res.noteIdle(ic)
+		for i, w := range wls {
+			round := throughputRound{Round: r + 1, Idle: ic}
+			for _, sys := range order(r) {
+				seq++
+				t := targets{etcd: eclient, tenure: tclient, prefix: fmt.Sprintf("b%d", seq)}
+				var m measure
+				var err error
+				switch sys {
+				case etcdSys:
+					m, err = runWorkers(ctx, topo.Workers, time.Duration(s.cfg.Warmup), time.Duration(s.cfg.Duration), ec.pids(),
+						func(ctx context.Context, n int) (worker, error) { return w.setupEtcd(ctx, t, n) })
+					round.Etcd = m
+				case tenureSys:
+					m, err = runWorkers(ctx, topo.Workers, time.Duration(s.cfg.Warmup), time.Duration(s.cfg.Duration), tc.pids(),
+						func(ctx context.Context, n int) (worker, error) { return w.setupTenure(ctx, t, n) })
+					round.Tenure = m
+				}
+				if err != nil {
+					return fmt.Errorf("%s on %s, %s, round %d: %w", w.ID, sys, topo, r+1, err)
+				}
+				s.logf("%-9s %-22s round %d %-6s %9.0f ops/s  p50 %7.2fms  p99 %7.2fms  errors %d %s",
+					w.ID, topo, r+1, sys, m.OpsPerSec, m.P50Ms, m.P99Ms, m.Errors, m.FirstErr)
+			}
+			if round.Etcd.OpsPerSec > 0 {
+				round.Ratio = round.Tenure.OpsPerSec / round.Etcd.OpsPerSec
+			}
+			cells[i].Rounds = append(cells[i].Rounds, round)
+		}
+	}
+	for _, c := range cells {
+		c.summarize()
+	}
+	return nil
+}
+
+func (s *suite) runHeld(ctx context.Context, res *results) error {
+	for _, n := range s.cfg.HeldN {
+		cell := &heldCell{Nodes: n, Config: s.cfg.Held}
+		res.Held = append(res.Held, cell)
+		for r := range s.cfg.Rounds {
+			ic := s.idle(ctx, nil)
+			res.noteIdle(ic)
+			round := heldRound{Round: r + 1, Idle: ic}
+			for _, sys := range order(r) {
+				s.logf("held leases, %d node(s), round %d, %s: %d sessions x %d leases for %s",
+					n, r+1, sys, s.cfg.Held.Sessions, s.cfg.Held.LeasesPerSession, s.cfg.Held.Duration)
+				cl, err := startCluster(ctx, sys, s.bins, s.root, n, nil)
+				if err != nil {
+					return err
+				}
+				var m heldMeasure
+				if sys == etcdSys {
+					m, err = runHeldEtcd(ctx, cl, s.cfg.Held)
+					round.Etcd = m
+				} else {
+					m, err = runHeldTenure(ctx, cl, s.cfg.Held)
+					round.Tenure = m
+				}
+				cl.stop()
+				if !s.cfg.Keep {
+					os.RemoveAll(cl.dir)
+				}
+				if err != nil {
+					return fmt.Errorf("held leases on %s, %d node(s): %w", sys, n, err)
+				}
+				s.logf("held leases %-6s %d held, lost %d (in setup %d)  renew p99 %.2fms  server CPU %.2fs  (setup %.1fs, %d not granted %s)",
+					sys, m.Leases, m.Lost, m.LostInSetup, m.RenewP99Ms, m.ServerCPU, m.SetupS, m.SetupFailed, m.SetupErr)
+			}
+			if round.Etcd.ServerCPU > 0 {
+				round.CPURatio = round.Tenure.ServerCPU / round.Etcd.ServerCPU
+			}
+			cell.Rounds = append(cell.Rounds, round)
+		}
+		cell.summarize()
+	}
+	return nil
+}
+
+func (s *suite) runFailovers(ctx context.Context, res *results) error {
+	f := &failoverResult{}
+	res.Failover = f
+	for t := range s.cfg.Trials {
+		ic := s.idle(ctx, nil)
+		res.noteIdle(ic)
+		for _, sys := range order(t) {
+			tr, err := runFailover(ctx, sys, s.bins, s.root, t+1, s.cfg.Keep)
+			if err != nil {
+				return fmt.Errorf("failover trial %d on %s: %w", t+1, sys, err)
+			}
+			s.logf("failover trial %d %-6s renewal after %.3fs, grant after %.3fs, survived %v %s",
+				t+1, sys, tr.RenewS, tr.GrantS, tr.Survived, tr.Err)
+			f.Trials = append(f.Trials, tr)
+		}
+	}
+	f.summarize()
+	return nil
+}
+
+func (s *suite) runMemories(ctx context.Context, res *results) error {
+	for _, n := range s.cfg.MemoryN {
+		ic := s.idle(ctx, nil)
+		res.noteIdle(ic)
+		cell := &memoryCell{Leases: n, Idle: ic}
+		for _, sys := range order(0) {
+			s.logf("memory, %s: %d leases on a fresh node", sys, n)
+			m, err := runMemory(ctx, sys, s.bins, s.root, n, 128, s.cfg.Keep)
+			if err != nil {
+				return fmt.Errorf("memory on %s, %d leases: %w", sys, n, err)
+			}
+			s.logf("memory %-6s %d leases: RSS %d -> %d bytes, %.0f bytes per lease (setup %.1fs, snapshot %v)",
+				sys, n, m.RSS0, m.RSS1, m.PerLease, m.SetupS, m.Snapshot)
+			if sys == etcdSys {
+				cell.Etcd = m
+			} else {
+				cell.Tenure = m
+			}
+		}
+		if cell.Etcd.PerLease > 0 {
+			cell.Ratio = cell.Tenure.PerLease / cell.Etcd.PerLease
+		}
+		res.Memory = append(res.Memory, cell)
+	}
+	return nil
+}
