@@ -21,7 +21,7 @@ import (
 //
 // It crashes a node of cl, so it runs last.
 func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *localcluster.Cluster) (Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.TTL+30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, max(cfg.TTL, failoverMinTTL)+30*time.Second)
 	defer cancel()
 	res := Result{Scenario: Failover}
 	fail := func(format string, args ...any) (Result, error) {
@@ -43,13 +43,16 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *localcluste
 	}
 	defer b.Close()
 
-	l, err := b.Acquire(ctx, leaseName, "B", cfg.TTL)
+	// B works without a session renewing for it: its lease must outlive
+	// the failover and B's steps after it, even on a loaded machine.
+	ttl := max(cfg.TTL, failoverMinTTL)
+	l, err := b.Acquire(ctx, leaseName, "B", ttl)
 	if err != nil {
 		tl.record(withErr(Event{Actor: "B", Op: "acquire", Text: "acquire " + leaseName}, err))
 		return fail("B could not acquire the lease: %v", err)
 	}
 	token := l.Token
-	tl.record(Event{Actor: "B", Op: "acquire", Text: fmt.Sprintf("acquire %s, ttl %s", leaseName, fmtDuration(cfg.TTL)),
+	tl.record(Event{Actor: "B", Op: "acquire", Text: fmt.Sprintf("acquire %s, ttl %s", leaseName, fmtDuration(ttl)),
 		Token: token, Outcome: "granted", Tone: ToneGood})
 
 	var written []string
@@ -149,12 +152,12 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *localcluste
 		return res, err
 	}
 	defer c.Close()
-	lc, err := c.Acquire(ctx, leaseName, "C", cfg.TTL)
+	lc, err := c.Acquire(ctx, leaseName, "C", ttl)
 	if err != nil {
 		tl.record(withErr(Event{Actor: "C", Op: "acquire", Text: "acquire " + leaseName}, err))
 		return fail("C could not acquire the lease after B released it: %v", err)
 	}
-	e = Event{Actor: "C", Op: "acquire", Text: fmt.Sprintf("acquire %s, ttl %s", leaseName, fmtDuration(cfg.TTL)),
+	e = Event{Actor: "C", Op: "acquire", Text: fmt.Sprintf("acquire %s, ttl %s", leaseName, fmtDuration(ttl)),
 		Token: lc.Token, Outcome: "granted, larger token", Tone: ToneGood}
 	if lc.Token <= token {
 		e.Outcome, e.Tone = fmt.Sprintf("granted, token NOT above %d", token), ToneBad
@@ -172,6 +175,9 @@ func runFailover(ctx context.Context, tl *timeline, cfg *Config, cl *localcluste
 		token, old.ID, nl.ID, len(written), lc.Token)
 	return res, nil
 }
+
+// failoverMinTTL is the shortest TTL of the failover scenario's lease.
+const failoverMinTTL = 2 * time.Second
 
 // renewThroughFailover renews the lease as a holder does while the
 // cluster fails over: the client moves on to the live nodes by itself;
