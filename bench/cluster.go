@@ -253,3 +253,11 @@ func (c *cluster) stop() {
 		p.kill()
 	}
 }
+
+// close stops the cluster and removes its data unless keep is set.
+func (c *cluster) close(keep bool) {
+	c.stop()
+	if !keep {
+		os.RemoveAll(c.dir)
+	}
+}

@@ -42,12 +42,7 @@ func runFailover(ctx context.Context, sys system, bins binaries, root string, tr
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		cl.stop()
-		if !keep {
-			os.RemoveAll(cl.dir)
-		}
-	}()
+	defer cl.close(keep)
 	var renew, grant func(ctx context.Context) (ok, lost bool, token uint64)
 	switch sys {
 	case etcdSys:
@@ -183,12 +178,7 @@ func runMemory(ctx context.Context, sys system, bins binaries, root string, n, w
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		cl.stop()
-		if !keep {
-			os.RemoveAll(cl.dir)
-		}
-	}()
+	defer cl.close(keep)
 	settle := func() error {
 		select {
 		case <-ctx.Done():

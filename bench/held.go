@@ -125,16 +125,9 @@ func runHeldTenure(ctx context.Context, cl *cluster, cfg heldConfig) (heldMeasur
 			lost0++
 		}
 	}
-	pids := cl.pids()
-	cpu0 := sumCPU(pids)
-	lat.on.Store(true)
-	select {
-	case <-ctx.Done():
-		return m, ctx.Err()
-	case <-time.After(cfg.Duration):
+	if err := m.hold(ctx, cl, lat, cfg.Duration); err != nil {
+		return m, err
 	}
-	d := lat.stop()
-	m.ServerCPU = sumCPU(pids) - cpu0
 	for _, l := range leases {
 		if l.State() == election.Lost {
 			m.Lost++
@@ -143,8 +136,6 @@ func runHeldTenure(ctx context.Context, cl *cluster, cfg heldConfig) (heldMeasur
 	m.Lost -= int64(lost0)
 	m.LostInSetup = int64(lost0)
 	m.Leases -= lost0
-	m.Renewals = len(d)
-	m.RenewP50Ms, m.RenewP99Ms = ms(percentile(d, 0.5)), ms(percentile(d, 0.99))
 	return m, nil
 }
 
@@ -215,22 +206,31 @@ func runHeldEtcd(ctx context.Context, cl *cluster, cfg heldConfig) (heldMeasure,
 	m.SetupFailed, m.SetupErr = failed.result()
 	m.Leases = n - int(m.SetupFailed)
 	lost0 := lost.Load()
+	if err := m.hold(ctx, cl, lat, cfg.Duration); err != nil {
+		return m, err
+	}
+	m.Lost = lost.Load() - lost0
+	m.LostInSetup = lost0
+	m.Leases -= int(lost0)
+	return m, nil
+}
+
+// hold measures the hold: it records renewal latencies for d and sets
+// the server CPU seconds and the renewal figures.
+func (m *heldMeasure) hold(ctx context.Context, cl *cluster, lat *latencies, d time.Duration) error {
 	pids := cl.pids()
 	cpu0 := sumCPU(pids)
 	lat.on.Store(true)
 	select {
 	case <-ctx.Done():
-		return m, ctx.Err()
-	case <-time.After(cfg.Duration):
+		return ctx.Err()
+	case <-time.After(d):
 	}
-	d := lat.stop()
+	lats := lat.stop()
 	m.ServerCPU = sumCPU(pids) - cpu0
-	m.Lost = lost.Load() - lost0
-	m.LostInSetup = lost0
-	m.Leases -= int(lost0)
-	m.Renewals = len(d)
-	m.RenewP50Ms, m.RenewP99Ms = ms(percentile(d, 0.5)), ms(percentile(d, 0.99))
-	return m, nil
+	m.Renewals = len(lats)
+	m.RenewP50Ms, m.RenewP99Ms = ms(percentile(lats, 0.5)), ms(percentile(lats, 0.99))
+	return nil
 }
 
 // keepAliveTimer times each lease keep-alive on etcd's keep-alive stream:

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
-	"time"
+
+	"github.com/tenure-io/tenure/internal/tenuredproc"
 )
 
 // procs tracks every server process the suite starts, so that all of them
@@ -93,32 +93,21 @@ func (p *proc) kill() {
 	<-p.exited
 }
 
-// freeAddr returns a loopback address with a port that was free just now.
+// ports holds every loopback port the run uses, reserved as the tests'
+// are (see tenuredproc): never one a killed server's peers may still dial.
+var ports tenuredproc.Ports
+
+// freeAddr reserves a loopback address for the rest of the run.
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := ports.Add(1)
 	if err != nil {
 		return "", err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return a[0], nil
 }
 
-// waitFor polls f every 50ms until it returns true, ctx ends or timeout
-// passes; the error names what was awaited.
-func waitFor(ctx context.Context, timeout time.Duration, what string, f func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !f() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("waited %s for %s", timeout, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
-}
+// waitFor is tenuredproc.WaitFor.
+var waitFor = tenuredproc.WaitFor
 
 // binaries are the two servers, built once per run.
 type binaries struct {

@@ -262,10 +262,7 @@ func (s *suite) runHeld(ctx context.Context, res *results) error {
 					m, err = runHeldTenure(ctx, cl, s.cfg.Held)
 					round.Tenure = m
 				}
-				cl.stop()
-				if !s.cfg.Keep {
-					os.RemoveAll(cl.dir)
-				}
+				cl.close(s.cfg.Keep)
 				if err != nil {
 					return fmt.Errorf("held leases on %s, %d node(s): %w", sys, n, err)
 				}

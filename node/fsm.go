@@ -49,9 +49,6 @@ type fsm struct {
 	st      *lease.State
 	members map[string]string // raft ID -> API address
 	applied uint64            // index of the last applied entry
-	// staleTerm counts batches applied without their time because they
-	// were proposed in another raft term than the one they carry.
-	staleTerm uint64
 
 	// onApply is called under mu after every applied batch with its events.
 	onApply func(index uint64, now time.Duration, events []lease.Event)
@@ -104,7 +101,6 @@ func (f *fsm) Apply(l *raft.Log) any {
 			// never goes backwards). Both terms are in the log, so
 			// every replica decides the same.
 			b.Now = 0
-			f.staleTerm++
 		}
 		results, events := f.st.Apply(b)
 		if f.onApply != nil {

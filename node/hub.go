@@ -146,14 +146,18 @@ func (h *hub) reset() int {
 	for s := range h.subs {
 		h.removeLocked(s, ErrWatchReset)
 	}
-	close(h.lost)
-	h.lost = make(chan struct{})
+	h.wakeWaitsLocked()
 	return n
 }
 
 func (h *hub) leadershipLost() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.wakeWaitsLocked()
+}
+
+// wakeWaitsLocked ends every parked acquire with ErrIndeterminate.
+func (h *hub) wakeWaitsLocked() {
 	close(h.lost)
 	h.lost = make(chan struct{})
 }

@@ -16,11 +16,24 @@ import (
 type remoteCall[Req, Res any] func(*peerClients) func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)
 
 // handle is the path of every lease and KV request: validate op (nothing
-// is proposed if it is bad), then route it.
+// is proposed if it is bad), then route it. An op that waits may take as
+// long as its wait: without a deadline of the caller's, it gets the wait
+// plus the forwarding timeout, so that forwarding does not cut it short
+// (a waiter cut short leaves the queue and loses its place).
 func handle[Req, Res any](ctx context.Context, s *Server, req *connect.Request[Req], op lease.Op,
 	remote remoteCall[Req, Res], local func(context.Context) (*Res, error)) (*connect.Response[Res], error) {
-	if err := s.node.Limits().Validate(op); err != nil {
+	limits := s.node.Limits()
+	if err := limits.Validate(op); err != nil {
 		return nil, invalid(err)
+	}
+	if _, ok := ctx.Deadline(); !ok && op.Wait {
+		wait := op.WaitTimeout
+		if wait <= 0 {
+			wait = limits.MaxWait
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait+s.fwd.timeout)
+		defer cancel()
 	}
 	return route(ctx, s, req, remote, local)
 }
@@ -69,18 +82,6 @@ func (l *leaseService) Acquire(ctx context.Context, req *connect.Request[tenurev
 		Wait:        m.GetWait(),
 		WaitTimeout: m.GetWaitTimeout().AsDuration(),
 		Limit:       int(min(m.GetLimit(), math.MaxInt32)),
-	}
-	if _, ok := ctx.Deadline(); !ok && op.Wait {
-		// A wait may last up to its wait timeout: the forwarding
-		// timeout must not cut it short (the waiter would leave the
-		// queue and lose its place).
-		wait := op.WaitTimeout
-		if wait <= 0 {
-			wait = l.s.node.Limits().MaxWait
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wait+l.s.fwd.timeout)
-		defer cancel()
 	}
 	return handle(ctx, l.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.AcquireRequest]) (*connect.Response[tenurev1.AcquireResponse], error) {

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/internal/flaghelp"
 )
 
 const topUsage = `Usage: tenure [global flags] COMMAND [ARGS] [flags]
@@ -266,38 +267,8 @@ func (a *app) parsePrefix(c *command, args []string) (string, error) {
 // flagAliases are short names printed with their long flag in help.
 var flagAliases = map[string]string{"o": "output"}
 
-// flagDefaults lists the flags of fs for help: each once (a short alias
-// beside its long name), with two dashes, its value name, its meaning and
-// its default.
-func flagDefaults(fs *flag.FlagSet) string {
-	short := make(map[string]string)
-	for s, long := range flagAliases {
-		if fs.Lookup(s) != nil {
-			short[long] = s
-		}
-	}
-	var b strings.Builder
-	fs.VisitAll(func(f *flag.Flag) {
-		if long, ok := flagAliases[f.Name]; ok && fs.Lookup(long) != nil {
-			return // printed with its long name
-		}
-		value, usage := flag.UnquoteUsage(f)
-		b.WriteString("  ")
-		if s, ok := short[f.Name]; ok {
-			b.WriteString("-" + s + ", ")
-		}
-		b.WriteString("--" + f.Name)
-		if value != "" {
-			b.WriteString(" " + value)
-		}
-		b.WriteString("\n        " + strings.ReplaceAll(usage, "\n", "\n        "))
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
-			fmt.Fprintf(&b, " (default %s)", f.DefValue)
-		}
-		b.WriteString("\n")
-	})
-	return b.String()
-}
+// flagDefaults lists the flags of fs for help.
+func flagDefaults(fs *flag.FlagSet) string { return flaghelp.Defaults(fs, flagAliases) }
 
 // dashFlag matches a flag name as package flag prints it in errors.
 var dashFlag = regexp.MustCompile(`(^|flag |: )-([A-Za-z])`)

@@ -25,6 +25,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/internal/flaghelp"
 	"github.com/tenure-io/tenure/node"
 	"github.com/tenure-io/tenure/server"
 )
@@ -75,12 +76,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: tenured [flags]\n\nRuns a tenure server. With no flags: a single-node cluster, data in ./tenure-data,\nAPI on 127.0.0.1:7400, raft on 127.0.0.1:7401.\n\nFlags:\n")
-		fs.VisitAll(func(f *flag.Flag) {
-			if f.Name == faultClockRateFlag {
-				return // a fault injector, not a setting: kept out of -h
-			}
-			printFlag(stderr, f)
-		})
+		// The fault injector is not a setting: kept out of -h.
+		fmt.Fprint(stderr, flaghelp.Defaults(fs, nil, faultClockRateFlag))
 	}
 	fs.StringVar(&o.dataDir, "data-dir", "tenure-data", "directory for the raft log, snapshots and node ID")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:7400", "client API address (Connect, gRPC, JSON; health and metrics)")
@@ -141,20 +138,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--election-timeout %s is too short (minimum 50ms)", o.election)
 	}
 	return o, nil
-}
-
-// printFlag prints one flag the way flag.PrintDefaults does.
-func printFlag(w io.Writer, f *flag.Flag) {
-	name, usage := flag.UnquoteUsage(f)
-	line := "  --" + f.Name
-	if name != "" {
-		line += " " + name
-	}
-	line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
-	if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
-		line += fmt.Sprintf(" (default %q)", f.DefValue)
-	}
-	fmt.Fprintln(w, line)
 }
 
 func newLogger(o *options, w io.Writer) (*slog.Logger, error) {

@@ -231,15 +231,6 @@ func (st *Store) setFirst(first uint64) error {
 	return st.syncDir()
 }
 
-// Exists reports whether dir holds any segment.
-func Exists(dir string) (bool, error) {
-	names, err := segmentNames(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	return len(names) > 0, err
-}
-
 func segmentNames(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {

@@ -193,3 +193,20 @@ func (b *Tail) String() string {
 	defer b.mu.Unlock()
 	return strings.TrimSpace(string(b.buf))
 }
+
+// WaitFor polls f every 50ms until it returns true, ctx ends or timeout
+// passes; the error names what was awaited.
+func WaitFor(ctx context.Context, timeout time.Duration, what string, f func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !f() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waited %s for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}

@@ -251,17 +251,5 @@ func (c *Cluster) Leader(ctx context.Context) (int, bool) {
 	return 0, false
 }
 
-func waitFor(ctx context.Context, timeout time.Duration, what string, f func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !f() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("waited %s for %s", timeout, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil
-}
+// waitFor is tenuredproc.WaitFor.
+var waitFor = tenuredproc.WaitFor
