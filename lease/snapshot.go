@@ -16,9 +16,15 @@ import (
 // version 1 while no semaphore is held or waited for, so a state without
 // semaphores gives the same bytes as before they existed (and a node that
 // predates them can still restore it).
+//
+// Version 3 adds the principal that acquired a grant or queued a waiter
+// ("Principal"). It is written only when some grant or waiter has one, so
+// a node that predates it refuses such a snapshot instead of dropping
+// the principals.
 const (
 	snapshotV1 = 1
 	snapshotV2 = 2
+	snapshotV3 = 3
 )
 
 type snapshot struct {
@@ -50,7 +56,10 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		for _, l := range s.leases[name] {
 			snap.Leases = append(snap.Leases, *l)
 			if l.Limit != 0 {
-				snap.Version = snapshotV2
+				snap.Version = max(snap.Version, snapshotV2)
+			}
+			if l.Principal != "" {
+				snap.Version = snapshotV3
 			}
 		}
 	}
@@ -58,7 +67,10 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		snap.Queues = append(snap.Queues, snapshotQueue{Name: name, Waiters: s.queues[name]})
 		for _, w := range s.queues[name] {
 			if w.Limit != 0 {
-				snap.Version = snapshotV2
+				snap.Version = max(snap.Version, snapshotV2)
+			}
+			if w.Principal != "" {
+				snap.Version = snapshotV3
 			}
 		}
 	}
@@ -75,8 +87,8 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := json.NewDecoder(r).Decode(&snap); err != nil {
 		return nil, fmt.Errorf("lease: read snapshot: %w", err)
 	}
-	if snap.Version != snapshotV1 && snap.Version != snapshotV2 {
-		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d or %d)", snap.Version, snapshotV1, snapshotV2)
+	if snap.Version < snapshotV1 || snap.Version > snapshotV3 {
+		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV3)
 	}
 	s := New()
 	s.now, s.lastToken, s.revision = snap.Now, snap.LastToken, snap.Revision
@@ -106,6 +118,8 @@ func checkSlot(v int, ls []*Lease, l *Lease) error {
 	switch {
 	case v == snapshotV1 && l.Limit != 0:
 		return fmt.Errorf("lease: version 1 snapshot has a limit on %q", l.Name)
+	case v < snapshotV3 && l.Principal != "":
+		return fmt.Errorf("lease: version %d snapshot has a principal on %q", v, l.Name)
 	case l.Limit < 0 || l.Limit == 1:
 		return fmt.Errorf("lease: snapshot has the limit %d on %q", l.Limit, l.Name)
 	case len(ls) == 0:

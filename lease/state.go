@@ -80,6 +80,8 @@ type waiter struct {
 	// Limit is the semaphore limit the waiter asked for (0 for a plain
 	// lease); it always equals the live limit of the name when queued.
 	Limit int `json:",omitempty"`
+	// Principal is the caller that queued, recorded in its grant.
+	Principal string `json:",omitempty"`
 }
 
 type fence struct {
@@ -259,6 +261,11 @@ func (a *applier) apply(op Op) Result {
 		e.Value = append([]byte(nil), e.Value...)
 		return Result{Entry: e}
 	case OpCancelWait:
+		for _, w := range a.s.queues[op.Name] {
+			if w.Holder == op.Holder && w.Principal != "" && w.Principal != op.Principal {
+				return Result{Err: &ForbiddenError{Name: op.Name, Principal: op.Principal, Action: "acquire"}}
+			}
+		}
 		a.removeWaiter(op.Name, op.Holder)
 		return Result{}
 	case OpKVList:
@@ -336,7 +343,7 @@ func (a *applier) grantWaiters(name string) {
 			// queued), but a log must apply the same way forever.
 			continue
 		}
-		a.grant(name, w.Holder, w.TTL, w.Limit)
+		a.grant(name, w.Holder, w.TTL, w.Limit, w.Principal)
 	}
 	if len(q) == 0 {
 		delete(a.s.queues, name)
@@ -345,7 +352,7 @@ func (a *applier) grantWaiters(name string) {
 	}
 }
 
-func (a *applier) grant(name, holder string, ttl time.Duration, limit int) *Lease {
+func (a *applier) grant(name, holder string, ttl time.Duration, limit int, principal string) *Lease {
 	a.s.lastToken++
 	if limit <= 1 {
 		limit = 0 // a plain lease
@@ -358,6 +365,7 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int) *Leas
 		GrantedAt: a.now,
 		ExpiresAt: a.now + ttl,
 		Limit:     limit,
+		Principal: principal,
 	}
 	a.s.leases[name] = append(a.s.leases[name], l)
 	a.s.pushExpiry(l)
@@ -398,8 +406,13 @@ func (s *State) compactExpiries() {
 
 func (a *applier) acquire(op Op) Result {
 	ls := a.live(op.Name)
+	for _, w := range a.s.queues[op.Name] {
+		if w.Holder == op.Holder && w.Principal != "" && w.Principal != op.Principal {
+			return Result{Err: &ForbiddenError{Name: op.Name, Principal: op.Principal, Action: "acquire"}}
+		}
+	}
 	if len(ls) == 0 {
-		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit)}
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal)}
 	}
 	if limit := effectiveLimit(ls[0].Limit); effectiveLimit(op.Limit) != limit {
 		// The limit of a name is fixed by its first grant while any
@@ -409,6 +422,9 @@ func (a *applier) acquire(op Op) Result {
 	}
 	for _, l := range ls {
 		if l.Holder == op.Holder {
+			if err := owns(l, op.Principal, "acquire"); err != nil {
+				return Result{Err: err}
+			}
 			// Re-acquire by the holder is a renewal: same token, new TTL.
 			l.TTL = op.TTL
 			l.ExpiresAt = a.now + op.TTL
@@ -420,7 +436,7 @@ func (a *applier) acquire(op Op) Result {
 	if len(ls) < effectiveLimit(ls[0].Limit) {
 		// A free slot. Waiters are granted as soon as a slot frees, so
 		// none is waiting for this one.
-		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit)}
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal)}
 	}
 	// Report the grant that expires first: the soonest a slot frees
 	// without a release.
@@ -447,7 +463,7 @@ func (a *applier) enqueue(op Op) {
 	if limit <= 1 {
 		limit = 0
 	}
-	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: a.now + op.WaitTimeout, Limit: limit}
+	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: a.now + op.WaitTimeout, Limit: limit, Principal: op.Principal}
 	q := a.s.queues[op.Name]
 	for i := range q {
 		if q[i].Holder == op.Holder {
@@ -474,6 +490,16 @@ func (a *applier) removeWaiter(name, holder string) {
 	}
 }
 
+// owns returns a *ForbiddenError if grant l was acquired by another
+// principal than the caller's. A grant with no principal (acquired while
+// the server authenticated nobody) is anyone's.
+func owns(l *Lease, principal, action string) error {
+	if l.Principal == "" || l.Principal == principal {
+		return nil
+	}
+	return &ForbiddenError{Name: l.Name, Token: l.Token, Principal: principal, Action: action}
+}
+
 // check returns the live grant of name with token: the current grant of
 // a lease, or a held slot of a semaphore.
 func (a *applier) check(name string, token uint64) (*Lease, error) {
@@ -497,6 +523,9 @@ func (a *applier) renew(op Op) Result {
 	for i, r := range op.Refs {
 		res[i].Ref = r
 		l, err := a.check(r.Name, r.Token)
+		if err == nil {
+			err = owns(l, op.Principal, "renew")
+		}
 		if err != nil {
 			res[i].Err = err
 			continue
@@ -513,6 +542,9 @@ func (a *applier) renew(op Op) Result {
 
 func (a *applier) release(op Op) Result {
 	l, err := a.check(op.Name, op.Token)
+	if err == nil {
+		err = owns(l, op.Principal, "release")
+	}
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -559,7 +591,11 @@ func (a *applier) list(prefix string) Result {
 // fenceCheck applies the store's rule: the token must be the current grant of
 // the lease and not lower than the last token accepted for the key.
 func (a *applier) fenceCheck(op Op) (*fence, error) {
-	if _, err := a.check(op.Name, op.Token); err != nil {
+	l, err := a.check(op.Name, op.Token)
+	if err != nil {
+		return nil, err
+	}
+	if err := owns(l, op.Principal, "write with"); err != nil {
 		return nil, err
 	}
 	f := a.s.kv[op.Key]
