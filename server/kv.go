@@ -17,7 +17,7 @@ func (k *kvService) Put(ctx context.Context, req *connect.Request[tenurev1.KVPut
 	if value == nil {
 		value = []byte{}
 	}
-	op := lease.Op{Type: lease.OpPut, Key: m.GetKey(), Value: value, Name: m.GetLease(), Token: m.GetToken()}
+	op := lease.Op{Type: lease.OpPut, Key: m.GetKey(), Value: value, Name: m.GetLease(), Token: m.GetToken(), Principal: principalFrom(ctx)}
 	return handle(ctx, k.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.KVPutRequest]) (*connect.Response[tenurev1.KVPutResponse], error) {
 			return c.kv.Put
@@ -73,7 +73,7 @@ func (k *kvService) List(ctx context.Context, req *connect.Request[tenurev1.KVLi
 
 func (k *kvService) Delete(ctx context.Context, req *connect.Request[tenurev1.KVDeleteRequest]) (*connect.Response[tenurev1.KVDeleteResponse], error) {
 	m := req.Msg
-	op := lease.Op{Type: lease.OpDelete, Key: m.GetKey(), Name: m.GetLease(), Token: m.GetToken()}
+	op := lease.Op{Type: lease.OpDelete, Key: m.GetKey(), Name: m.GetLease(), Token: m.GetToken(), Principal: principalFrom(ctx)}
 	return handle(ctx, k.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.KVDeleteRequest]) (*connect.Response[tenurev1.KVDeleteResponse], error) {
 			return c.kv.Delete

@@ -82,6 +82,7 @@ func (l *leaseService) Acquire(ctx context.Context, req *connect.Request[tenurev
 		Wait:        m.GetWait(),
 		WaitTimeout: m.GetWaitTimeout().AsDuration(),
 		Limit:       int(min(m.GetLimit(), math.MaxInt32)),
+		Principal:   principalFrom(ctx),
 	}
 	return handle(ctx, l.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.AcquireRequest]) (*connect.Response[tenurev1.AcquireResponse], error) {
@@ -101,7 +102,7 @@ func (l *leaseService) Acquire(ctx context.Context, req *connect.Request[tenurev
 }
 
 func (l *leaseService) Renew(ctx context.Context, req *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
-	op := lease.Op{Type: lease.OpRenew}
+	op := lease.Op{Type: lease.OpRenew, Principal: principalFrom(ctx)}
 	for _, r := range req.Msg.GetLeases() {
 		op.Refs = append(op.Refs, lease.Ref{Name: r.GetName(), Token: r.GetToken(), TTL: r.GetTtl().AsDuration()})
 	}
@@ -131,7 +132,7 @@ func (l *leaseService) Renew(ctx context.Context, req *connect.Request[tenurev1.
 }
 
 func (l *leaseService) Release(ctx context.Context, req *connect.Request[tenurev1.ReleaseRequest]) (*connect.Response[tenurev1.ReleaseResponse], error) {
-	op := lease.Op{Type: lease.OpRelease, Name: req.Msg.GetName(), Token: req.Msg.GetToken()}
+	op := lease.Op{Type: lease.OpRelease, Name: req.Msg.GetName(), Token: req.Msg.GetToken(), Principal: principalFrom(ctx)}
 	return handle(ctx, l.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.ReleaseRequest]) (*connect.Response[tenurev1.ReleaseResponse], error) {
 			return c.lease.Release
