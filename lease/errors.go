@@ -12,6 +12,9 @@ const (
 	ReasonLeaseHeld  = "LEASE_HELD"
 	ReasonStaleToken = "STALE_TOKEN"
 	ReasonNotFound   = "NOT_FOUND"
+	// ReasonForbidden goes with permission_denied: the grant belongs to
+	// another principal.
+	ReasonForbidden = "FORBIDDEN"
 )
 
 var (
@@ -109,6 +112,8 @@ func Reason(err error) string {
 		return ReasonStaleToken
 	case errors.Is(err, ErrNotFound):
 		return ReasonNotFound
+	case errors.Is(err, ErrForbidden):
+		return ReasonForbidden
 	}
 	return ""
 }

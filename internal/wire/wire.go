@@ -53,7 +53,7 @@ var errorTable = []mapping{
 	{lease.ErrHeld, connect.CodeFailedPrecondition, lease.ReasonLeaseHeld},
 	{lease.ErrStaleToken, connect.CodeFailedPrecondition, lease.ReasonStaleToken},
 	{lease.ErrNotFound, connect.CodeNotFound, lease.ReasonNotFound},
-	{lease.ErrForbidden, connect.CodePermissionDenied, ""},
+	{lease.ErrForbidden, connect.CodePermissionDenied, lease.ReasonForbidden},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, ""},
 	{context.Canceled, connect.CodeCanceled, ""},
 }
