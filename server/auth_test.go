@@ -15,9 +15,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/tenure-io/tenure/client"
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
-	"github.com/tenure-io/tenure/client"
 	"github.com/tenure-io/tenure/internal/testcluster"
 	"github.com/tenure-io/tenure/internal/tlsconfig"
 	"github.com/tenure-io/tenure/server"
