@@ -161,11 +161,12 @@ func (f *AuthFile) table() (*authTable, error) {
 			}
 			t.roles[name] = append(t.roles[name], r)
 		}
-		for _, h := range p.Tokens {
+		for i, h := range p.Tokens {
 			hexsum, ok := strings.CutPrefix(h, tokenHashPrefix)
 			raw, err := hex.DecodeString(hexsum)
 			if !ok || err != nil || len(raw) != sha256.Size {
-				return nil, fmt.Errorf("principal %q: token %q is not sha256:<64 hex digits> (the file holds hashes of tokens, never tokens; make them with tenure auth token)", name, short(h))
+				// Never echo it: it may be a token put there by mistake.
+				return nil, fmt.Errorf("principal %q: token %d is not sha256:<64 hex digits> (the file holds hashes of tokens, never tokens; make them with tenure auth token)", name, i+1)
 			}
 			var sum [sha256.Size]byte
 			copy(sum[:], raw)
@@ -176,13 +177,6 @@ func (f *AuthFile) table() (*authTable, error) {
 		}
 	}
 	return t, nil
-}
-
-func short(s string) string {
-	if len(s) > 16 {
-		return s[:16] + "..."
-	}
-	return s
 }
 
 // AddToken adds the hash of token to principal name in the auth file at
