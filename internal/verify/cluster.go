@@ -46,8 +46,8 @@ type Cluster struct {
 	Extra []string
 	// NodeExtra, if set, gives flags of node ID's own (its certificates).
 	NodeExtra func(id string) []string
-	ports *tenuredproc.Ports
-	join  string
+	ports     *tenuredproc.Ports
+	join      string
 }
 
 // NewCluster prepares n nodes with data under dir; Start launches them.
