@@ -72,7 +72,7 @@ type secureCluster struct {
 	auths    map[string]*server.Auth
 }
 
-func mustCA(t *testing.T, cn string) *tlsconfig.Issued {
+func mustCA(t testing.TB, cn string) *tlsconfig.Issued {
 	t.Helper()
 	ca, err := tlsconfig.NewCA(cn)
 	if err != nil {
@@ -81,7 +81,7 @@ func mustCA(t *testing.T, cn string) *tlsconfig.Issued {
 	return ca
 }
 
-func mustIssue(t *testing.T, ca *tlsconfig.Issued, tmpl tlsconfig.Template) *tlsconfig.Issued {
+func mustIssue(t testing.TB, ca *tlsconfig.Issued, tmpl tlsconfig.Template) *tlsconfig.Issued {
 	t.Helper()
 	c, err := ca.Issuer().Issue(tmpl)
 	if err != nil {
