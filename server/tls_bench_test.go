@@ -20,9 +20,12 @@ import (
 // HTTP/2, TLS, and TLS with an auth file and a bearer token.
 var benchSetups = []string{"plain", "tls", "tls+auth"}
 
-func benchClient(b *testing.B, setup string) *client.Client {
+func benchClient(b *testing.B, setup string, inMemory bool) *client.Client {
 	b.Helper()
-	cfg := testcluster.Config{Size: 1, ElectionTimeout: 300 * time.Millisecond, DataDir: b.TempDir(), Log: slog.DiscardHandler}
+	cfg := testcluster.Config{Size: 1, ElectionTimeout: 300 * time.Millisecond, Log: slog.DiscardHandler}
+	if !inMemory {
+		cfg.DataDir = b.TempDir()
+	}
 	ccfg := client.DefaultConfig()
 	if setup != "plain" {
 		ca := mustCA(b, "cluster")
@@ -60,10 +63,16 @@ func benchClient(b *testing.B, setup string) *client.Client {
 
 // BenchmarkLockCycle is one acquire and one release of a free lease, on
 // one connection (TLS's handshake is paid once, as by any client).
-func BenchmarkLockCycle(b *testing.B) {
+func BenchmarkLockCycle(b *testing.B) { lockCycle(b, false) }
+
+// BenchmarkLockCycleInMemory is BenchmarkLockCycle with the raft state in
+// memory: without fsync, what TLS costs stands out.
+func BenchmarkLockCycleInMemory(b *testing.B) { lockCycle(b, true) }
+
+func lockCycle(b *testing.B, inMemory bool) {
 	for _, setup := range benchSetups {
 		b.Run(setup, func(b *testing.B) {
-			cl := benchClient(b, setup)
+			cl := benchClient(b, setup, inMemory)
 			ctx := b.Context()
 			i := 0
 			for b.Loop() {
@@ -82,10 +91,15 @@ func BenchmarkLockCycle(b *testing.B) {
 }
 
 // BenchmarkRenew is one renewal of a held lease.
-func BenchmarkRenew(b *testing.B) {
+func BenchmarkRenew(b *testing.B) { renew(b, false) }
+
+// BenchmarkRenewInMemory is BenchmarkRenew with the raft state in memory.
+func BenchmarkRenewInMemory(b *testing.B) { renew(b, true) }
+
+func renew(b *testing.B, inMemory bool) {
 	for _, setup := range benchSetups {
 		b.Run(setup, func(b *testing.B) {
-			cl := benchClient(b, setup)
+			cl := benchClient(b, setup, inMemory)
 			ctx := b.Context()
 			l, err := cl.Acquire(ctx, "jobs/renew", "h", 30*time.Second)
 			if err != nil {
