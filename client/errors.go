@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -125,6 +126,10 @@ func IsTLSError(err error) bool {
 		return true
 	}
 	if isRemoteTLSAlert(err) {
+		return true
+	}
+	if err != nil && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		// net/http's own error for TLS spoken to a plain-text port.
 		return true
 	}
 	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {

@@ -424,3 +424,38 @@ func assertPrincipal(ctx context.Context, s *secureCluster, m *testcluster.Membe
 	_, err := lc.Release(ctx, req)
 	return err
 }
+
+// TLS spoken to a plain-text API fails the handshake at once (it is not
+// retried as if the node were down), and the server keeps serving plain
+// clients.
+func TestTLSToAPlainPortFails(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Config{Size: 1, ElectionTimeout: 300 * time.Millisecond})
+	ctx := ctxT(t)
+	addr := c.Leader().Addr
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = []string{"https://" + addr}
+	cfg.RequestTimeout = 5 * time.Second
+	cl, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	start := time.Now()
+	_, err = cl.Acquire(ctx, "jobs/x", "h", 5*time.Second)
+	if !client.IsTLSError(err) {
+		t.Fatalf("err = %v, want a TLS error", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the TLS failure took %s: it was retried", d)
+	}
+	plainCfg := client.DefaultConfig()
+	plainCfg.Endpoints = []string{addr}
+	plain, err := client.New(plainCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.Get(ctx, "jobs/x"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("plain get after the TLS attempt: %v, want not found (nothing was acquired)", err)
+	}
+}
