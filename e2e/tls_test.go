@@ -88,7 +88,7 @@ func TestTLSClusterWithAuth(t *testing.T) {
 	servers := []*server{n1, n2, n3}
 	all := n1.api + "," + n2.api + "," + n3.api
 	base := []string{"TENURE_ENDPOINTS=" + all, "TENURE_CACERT=" + filepath.Join(certs, "ca.crt")}
-	as := func(tok string) []string { return append(append([]string{}, base...), "TENURE_TOKEN="+tok) }
+	as := func(tok string) []string { return append(append([]string{}, base...), "TENURE_AUTH_TOKEN="+tok) }
 	eventually(t, "three voters over TLS", 60*time.Second, func() error {
 		r := cliEnv(t, as(opsTok), "status", "-o", "json", "--endpoints", n1.api)
 		if r.code != 0 {
@@ -156,7 +156,7 @@ func TestTLSClusterWithAuth(t *testing.T) {
 		{"status needs any role, no more", as(appTok), []string{"status"}, 0},
 		{"a client certificate without a role", append(base, "TENURE_CERT="+filepath.Join(certs, "client.crt"), "TENURE_KEY="+filepath.Join(certs, "client.key")),
 			[]string{"release", "jobs/nightly", "--token", tok}, 5},
-		{"plain HTTP to the TLS port", []string{"TENURE_ENDPOINTS=" + all, "TENURE_TOKEN=" + opsTok}, []string{"release", "jobs/nightly", "--token", tok, "--request-timeout", "1s"}, 1},
+		{"plain HTTP to the TLS port", []string{"TENURE_ENDPOINTS=" + all, "TENURE_AUTH_TOKEN=" + opsTok}, []string{"release", "jobs/nightly", "--token", tok, "--request-timeout", "1s"}, 1},
 	} {
 		r := cliEnv(t, tc.env, tc.args...)
 		if r.code != tc.code {
@@ -170,8 +170,14 @@ func TestTLSClusterWithAuth(t *testing.T) {
 	if r := cliEnv(t, as(appTok), "release", "jobs/nightly", "--token", tok); r.code != 0 {
 		t.Fatalf("release: %v", r)
 	}
-	if r := cliEnv(t, as(appTok), "run", "jobs/run", "--ttl", "5s", "--", "sh", "-c", `test -n "$TENURE_TOKEN" && echo ran with token $TENURE_TOKEN`); r.code != 0 || !strings.Contains(r.stdout, "ran with token") {
+	// tenure run: the command writes under the lease with the CLI, which
+	// finds the TLS settings and the bearer token in its environment.
+	if r := cliEnv(t, append(as(appTok), "TENURE_BIN="+bin.tenure), "run", "jobs/run", "--ttl", "5s", "--", "sh", "-c",
+		`"$TENURE_BIN" kv put jobs/run/out "ran with token $TENURE_TOKEN" --lease "$TENURE_LEASE" --token "$TENURE_TOKEN"`); r.code != 0 {
 		t.Fatalf("run: %v", r)
+	}
+	if r := cliEnv(t, as(appTok), "kv", "get", "jobs/run/out", "--print-value-only"); r.code != 0 || !strings.HasPrefix(r.stdout, "ran with token ") {
+		t.Fatalf("the command's write under tenure run: %v", r)
 	}
 
 	// Failover: hold a lease, kill the leader, renew it with the same

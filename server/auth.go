@@ -170,7 +170,7 @@ func (a *Auth) authenticate(r *http.Request) identity {
 			default:
 				p, found := t.principalOf(token)
 				if !found {
-					id.err = connect.NewError(connect.CodeUnauthenticated, errors.New("server: unknown or revoked token: ask for a new one (tenure auth token) and set TENURE_TOKEN"))
+					id.err = connect.NewError(connect.CodeUnauthenticated, errors.New("server: unknown or revoked token: ask for a new one (tenure auth token) and set TENURE_AUTH_TOKEN"))
 				} else {
 					id = identity{principal: p, how: "bearer token"}
 				}
@@ -248,7 +248,7 @@ func (a *Auth) authorize(ctx context.Context, procedure string, msg any) error {
 	}
 	if id.principal == "" {
 		return connect.NewError(connect.CodeUnauthenticated,
-			errors.New("server: this server requires authentication: a client certificate (--cert/--key, TENURE_CERT/TENURE_KEY) or a bearer token (TENURE_TOKEN)"))
+			errors.New("server: this server requires authentication: a client certificate (--cert/--key, TENURE_CERT/TENURE_KEY) or a bearer token (TENURE_AUTH_TOKEN)"))
 	}
 	var roles []Role
 	if t := a.table.Load(); t != nil {

@@ -149,7 +149,7 @@ func (f *AuthFile) table() (*authTable, error) {
 	for _, name := range names {
 		p := f.Principals[name]
 		if name == "" || strings.HasPrefix(name, "member:") {
-			return nil, fmt.Errorf("principal %q: a name must be non-empty and must not start with member:", name)
+			return nil, fmt.Errorf("principal %q: a name must be non-empty and must not start with \"member:\"", name)
 		}
 		if p == nil {
 			return nil, fmt.Errorf("principal %q is null", name)

@@ -101,7 +101,7 @@ func (a *app) auth(args []string) error {
 
 const authTokenAbout = `Makes a new random bearer token for principal NAME, adds its SHA-256 hash
 (never the token) to the auth file FILE (made, mode 0600, if missing) and
-prints the token, once: keep it (clients read it from TENURE_TOKEN).
+prints the token, once: keep it (clients read it from TENURE_AUTH_TOKEN).
 
 --role sets NAME's roles (repeat it; a new principal needs at least one):
   read:PREFIX   Get, List, Watch, KV Get and List of names starting with PREFIX

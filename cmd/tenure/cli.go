@@ -50,7 +50,7 @@ Global flags (before or after the command):
   --cacert FILE          CA that verifies the servers (env TENURE_CACERT); makes
                          the endpoints https
   --cert FILE, --key FILE  client certificate and key (env TENURE_CERT, TENURE_KEY)
-                         The bearer token is read from env TENURE_TOKEN.
+                         The bearer token is read from env TENURE_AUTH_TOKEN.
   --version              print the version
 
 Exit codes: 0 ok; 1 failure (unreachable, internal); 2 bad usage or invalid

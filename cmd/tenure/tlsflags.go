@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"path/filepath"
 
 	"github.com/tenure-io/tenure/client"
 	"github.com/tenure-io/tenure/internal/tlsconfig"
@@ -10,7 +11,7 @@ import (
 // tlsFlags are the global TLS and token settings.
 type tlsFlags struct {
 	cacert, cert, key string
-	token             string // env TENURE_TOKEN only: a flag would show in ps
+	token             string // env TENURE_AUTH_TOKEN only: a flag would show in ps
 }
 
 func (t *tlsFlags) register(fs *flag.FlagSet) {
@@ -21,7 +22,7 @@ func (t *tlsFlags) register(fs *flag.FlagSet) {
 
 func (t *tlsFlags) fromEnv(env func(string) string) {
 	t.cacert, t.cert, t.key = env("TENURE_CACERT"), env("TENURE_CERT"), env("TENURE_KEY")
-	t.token = env("TENURE_TOKEN")
+	t.token = env("TENURE_AUTH_TOKEN")
 }
 
 // apply sets the TLS and token of cfg.
@@ -36,4 +37,22 @@ func (t *tlsFlags) apply(cfg *client.Config) error {
 	}
 	cfg.TLS = tc
 	return nil
+}
+
+// childEnv returns the TLS settings as environment variables for a
+// command tenure run starts (absolute paths: it may change directory).
+func (t *tlsFlags) childEnv() []string {
+	var out []string
+	for _, v := range []struct{ name, file string }{
+		{"TENURE_CACERT", t.cacert}, {"TENURE_CERT", t.cert}, {"TENURE_KEY", t.key},
+	} {
+		if v.file == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(v.file); err == nil {
+			v.file = abs
+		}
+		out = append(out, v.name+"="+v.file)
+	}
+	return out
 }

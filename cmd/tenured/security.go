@@ -28,7 +28,7 @@ type security struct {
 	peer                         *tlsconfig.Peer // nil: plain raft
 	auth                         *server.Auth
 	forwardTLS                   *tls.Config // nil: cleartext HTTP/2 to the other members
-	clientCACerts, peerCACerts   []*x509.Certificate
+	clientCACerts                []*x509.Certificate
 	authEnabled, apiIsLoopback   bool
 	raftIsLoopback, sameCAForAll bool
 }
