@@ -104,6 +104,7 @@ func startSecure(t *testing.T) *secureCluster {
 		{"alice", []string{"hold:jobs/", "read:"}},
 		{"bob", []string{"hold:jobs/", "read:"}},
 		{"reader", []string{"read:"}},
+		{"jobsonly", []string{"hold:jobs/"}},
 		{"ops", []string{"admin"}},
 	} {
 		s.tokens[p.name] = server.NewToken()
@@ -259,6 +260,14 @@ func TestAuthAttacksRefused(t *testing.T) {
 			_, err := alice.Acquire(ctx, "other/z", "a", 5*time.Second)
 			return err
 		}, connect.CodePermissionDenied},
+		{"a watch outside the principal's prefix", func() error {
+			_, err := s.client(t, leader, s.tokens["jobsonly"], nil).Watch(ctx, "")
+			return err
+		}, connect.CodePermissionDenied},
+		{"a list outside the principal's prefix", func() error {
+			_, err := s.client(t, follower, s.tokens["jobsonly"], nil).List(ctx, "job")
+			return err
+		}, connect.CodePermissionDenied},
 		{"a read-only principal acquires", func() error {
 			_, err := reader.Acquire(ctx, "jobs/z", "r", 5*time.Second)
 			return err
@@ -340,6 +349,25 @@ func TestAuthAttacksRefused(t *testing.T) {
 			}
 		})
 	}
+	// Health and metrics stay open.
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		tc := &tls.Config{RootCAs: x509.NewCertPool()}
+		tc.RootCAs.AddCert(s.ca.Cert)
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+		res, err := hc.Get("https://" + leader.Addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		res.Body.Close()
+		hc.CloseIdleConnections()
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("GET %s without credentials: %s, want 200", path, res.Status)
+		}
+	}
+	if _, err := s.client(t, leader, s.tokens["jobsonly"], nil).Watch(ctx, "jobs/"); err != nil {
+		t.Errorf("a watch inside the principal's prefix: %v", err)
+	}
+
 	if !s.c.Logged(leader, "refused a request") {
 		t.Error("the leader logged no refusal")
 	}

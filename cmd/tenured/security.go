@@ -128,8 +128,17 @@ func (s *security) load(log *slog.Logger) error {
 			s.apiTLS.ClientAuth = tls.VerifyClientCertIfGiven
 		}
 	}
-	if s.peer != nil && s.apiTLS != nil {
+	switch {
+	case s.peer != nil && s.apiTLS != nil:
+		// Other members' API certificates verify with the cluster's CA,
+		// and this member forwards with its own.
 		s.forwardTLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{s.peer.Cert}, RootCAs: s.peer.CA}
+	case s.apiTLS != nil:
+		// No cluster CA: other members' API certificates must verify with
+		// the system's roots, and the leader cannot tell a forwarding
+		// member from a client (forwarded requests carry the caller's
+		// token instead).
+		s.forwardTLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	s.auth, err = server.NewAuth(server.AuthConfig{File: s.authFile, ClientCA: s.clientCA != "", Peer: s.peer}, log)
 	if err != nil {
@@ -147,6 +156,9 @@ func (s *security) warn(log *slog.Logger, listen string) {
 	}
 	if s.insecurePlaintext && (s.apiTLS == nil && !s.apiIsLoopback || s.peer == nil && !s.raftIsLoopback) {
 		log.Warn("INSECURE: serving plain HTTP or raft on a non-loopback address (--insecure-plaintext); anyone on the network can read and forge requests")
+	}
+	if s.apiTLS != nil && s.peer == nil {
+		log.Warn("--tls-cert without --peer-cert/--peer-key/--peer-ca: other members' API certificates must verify with the system's roots, and client certificates are not forwarded to the leader; give the --peer-* flags in a cluster")
 	}
 	if !s.authEnabled && !s.apiIsLoopback {
 		log.Warn("NO AUTHENTICATION on a non-loopback address: anyone who reaches the API can acquire or release any lease, move leadership or remove members; give --auth-file (tenure auth token makes one) or --client-ca",
@@ -181,9 +193,5 @@ func (s *security) memberClientConfig(cfg *client.Config) {
 	if s.apiTLS == nil {
 		return
 	}
-	if s.forwardTLS != nil {
-		cfg.TLS = s.forwardTLS
-		return
-	}
-	cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	cfg.TLS = s.forwardTLS
 }
