@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,26 @@ func TestIsLoopback(t *testing.T) {
 	} {
 		if got := isLoopback(addr); got != want {
 			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// With no auth file on a non-loopback address, tenured says loudly that
+// anyone may do anything; on loopback it says nothing.
+func TestWarnsWithoutAuthOffLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		listen string
+		want   bool
+	}{{"10.0.0.1:7400", true}, {"127.0.0.1:7400", false}} {
+		var s security
+		s.insecurePlaintext = true
+		if err := s.check(tc.listen, "127.0.0.1:7401"); err != nil {
+			t.Fatal(err)
+		}
+		var out syncBuffer
+		s.warn(slog.New(slog.NewTextHandler(&out, nil)), tc.listen)
+		if got := strings.Contains(out.String(), "NO AUTHENTICATION"); got != tc.want {
+			t.Errorf("--listen %s: warned %v, want %v: %q", tc.listen, got, tc.want, out.String())
 		}
 	}
 }
