@@ -33,6 +33,7 @@ type endpoint struct {
 	lease   tenurev1connect.LeaseServiceClient
 	kv      tenurev1connect.KVServiceClient
 	cluster tenurev1connect.ClusterServiceClient
+	batch   *batcher
 }
 
 // New returns a Client for cfg. It does not connect: connections are opened
@@ -66,12 +67,14 @@ func New(cfg Config) (*Client, error) {
 		if _, https := splitScheme(e); https || cfg.TLS != nil {
 			base = "https://" + addr
 		}
-		c.endpoints = append(c.endpoints, &endpoint{
+		ep := &endpoint{
 			addr:    addr,
 			lease:   tenurev1connect.NewLeaseServiceClient(hc, base, opts),
 			kv:      tenurev1connect.NewKVServiceClient(hc, base, opts),
 			cluster: tenurev1connect.NewClusterServiceClient(hc, base, opts),
-		})
+		}
+		ep.batch = &batcher{ep: ep, timeout: cfg.RequestTimeout}
+		c.endpoints = append(c.endpoints, ep)
 	}
 	return c, nil
 }

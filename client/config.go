@@ -43,6 +43,12 @@ type Config struct {
 	// Client's own that speaks cleartext HTTP/2 (h2c) and is closed by
 	// Close.
 	HTTPClient *http.Client
+	// NoBatching sends every call in a request of its own. By default,
+	// calls that change state without waiting (Acquire without Wait,
+	// Renew, Release, Put, Delete) made concurrently to the same endpoint
+	// share one Batch request and one raft entry; each still gets its own
+	// result. A lone call goes out at once either way.
+	NoBatching bool
 }
 
 // DefaultConfig returns a Config with the defaults and the local endpoint

@@ -231,6 +231,10 @@ var authRules = map[string]rule{
 	tenurev1connect.KVServiceGetProcedure:        {level: LevelRead, names: one(func(m *tenurev1.KVGetRequest) string { return m.GetKey() })},
 	tenurev1connect.KVServiceListProcedure:       {level: LevelRead, prefix: true, names: one(func(m *tenurev1.KVListRequest) string { return m.GetPrefix() })},
 	// Status tells any authenticated principal the cluster's shape.
+	// A batch needs a hold role on some prefix to come in; the handler
+	// then checks each op as its own call is checked.
+	tenurev1connect.LeaseServiceBatchProcedure: {level: LevelHold},
+
 	tenurev1connect.ClusterServiceStatusProcedure:             {level: LevelNone},
 	tenurev1connect.ClusterServiceJoinProcedure:               {level: LevelAdmin},
 	tenurev1connect.ClusterServiceLeaveProcedure:              {level: LevelAdmin},
