@@ -565,6 +565,9 @@ func snapOf(t *rapid.T, s *State) []byte {
 	if err := s.WriteSnapshot(&buf); err != nil {
 		t.Fatalf("WriteSnapshot: %v", err)
 	}
+	if want := encodeWholeSnapshot(s); !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("WriteSnapshot differs from encoding the whole snapshot at once:\n%s\n%s", buf.Bytes(), want)
+	}
 	return buf.Bytes()
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unique"
 )
 
 // EventType says what happened to a lease.
@@ -175,6 +176,22 @@ func (s *State) slot(name string, token uint64) *Lease {
 		}
 	}
 	return nil
+}
+
+// update replaces the stored grant l with a copy changed by change and
+// returns the copy. A stored *Lease never changes, so a Capture can keep
+// pointers to the grants while the state moves on.
+func (s *State) update(l *Lease, change func(*Lease)) *Lease {
+	nl := *l
+	change(&nl)
+	ls := s.leases[l.Name]
+	for i := range ls {
+		if ls[i] == l {
+			ls[i] = &nl
+			break
+		}
+	}
+	return &nl
 }
 
 // effectiveLimit is how many holders a grant's name allows: a plain
@@ -358,8 +375,10 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int, princ
 		limit = 0 // a plain lease
 	}
 	l := &Lease{
-		Name:      name,
-		Holder:    holder,
+		Name: name,
+		// Holders repeat (a process holds many names under one holder
+		// ID): keep one copy of each.
+		Holder:    unique.Make(holder).Value(),
 		Token:     a.s.lastToken,
 		TTL:       ttl,
 		GrantedAt: a.now,
@@ -426,8 +445,10 @@ func (a *applier) acquire(op Op) Result {
 				return Result{Err: err}
 			}
 			// Re-acquire by the holder is a renewal: same token, new TTL.
-			l.TTL = op.TTL
-			l.ExpiresAt = a.now + op.TTL
+			l = a.s.update(l, func(l *Lease) {
+				l.TTL = op.TTL
+				l.ExpiresAt = a.now + op.TTL
+			})
 			a.s.pushExpiry(l)
 			a.removeWaiter(op.Name, op.Holder)
 			return Result{Lease: *l}
@@ -530,10 +551,12 @@ func (a *applier) renew(op Op) Result {
 			res[i].Err = err
 			continue
 		}
-		if r.TTL != 0 {
-			l.TTL = r.TTL
-		}
-		l.ExpiresAt = a.now + l.TTL
+		l = a.s.update(l, func(l *Lease) {
+			if r.TTL != 0 {
+				l.TTL = r.TTL
+			}
+			l.ExpiresAt = a.now + l.TTL
+		})
 		a.s.pushExpiry(l)
 		res[i].Lease = *l
 	}

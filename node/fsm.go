@@ -132,9 +132,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 }
 
 // fsmSnapshot is the node's snapshot format: a versioned header line with
-// the members, then the lease state's own snapshot.
+// the members, then the lease state's own snapshot. Snapshot only
+// captures the state (in the FSM's goroutine, so applying waits only for
+// that); Persist encodes and writes it in raft's snapshot goroutine.
 type fsmSnapshot struct {
-	data []byte
+	header []byte
+	state  *lease.Capture
 }
 
 type snapshotHeader struct {
@@ -150,14 +153,15 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err := json.NewEncoder(&buf).Encode(snapshotHeader{Version: 1, Members: f.members, ClusterID: f.clusterID}); err != nil {
 		return nil, err
 	}
-	if err := f.st.WriteSnapshot(&buf); err != nil {
-		return nil, err
-	}
-	return &fsmSnapshot{data: buf.Bytes()}, nil
+	return &fsmSnapshot{header: buf.Bytes(), state: f.st.Capture()}, nil
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s.data); err != nil {
+	_, err := sink.Write(s.header)
+	if err == nil {
+		err = s.state.Write(sink)
+	}
+	if err != nil {
 		sink.Cancel()
 		return err
 	}
