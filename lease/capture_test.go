@@ -13,8 +13,8 @@ import (
 // give the same bytes.
 func encodeWholeSnapshot(s *State) []byte {
 	snap := snapshot{Version: snapshotV1, Now: s.now, LastToken: s.lastToken, Revision: s.revision}
-	for _, name := range sortedKeys(s.leases) {
-		for _, l := range s.leases[name] {
+	for _, name := range s.leases.sortedNames() {
+		for _, l := range s.leases.get(name) {
 			snap.Leases = append(snap.Leases, *l)
 			if l.Limit != 0 {
 				snap.Version = max(snap.Version, snapshotV2)

@@ -81,11 +81,11 @@ type Capture struct {
 func (s *State) Capture() *Capture {
 	c := &Capture{now: s.now, lastToken: s.lastToken, revision: s.revision}
 	n := 0
-	for _, ls := range s.leases {
+	for _, ls := range s.leases.all() {
 		n += len(ls)
 	}
 	c.leases = make([]*Lease, 0, n)
-	for _, ls := range s.leases {
+	for _, ls := range s.leases.all() {
 		c.leases = append(c.leases, ls...)
 	}
 	c.queues = make([]snapshotQueue, 0, len(s.queues))
@@ -206,11 +206,11 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		if l.Token > s.lastToken {
 			return nil, fmt.Errorf("lease: snapshot has token %d above its last token %d", l.Token, s.lastToken)
 		}
-		if err := checkSlot(snap.Version, s.leases[l.Name], l); err != nil {
+		if err := checkSlot(snap.Version, s.leases.get(l.Name), l); err != nil {
 			return nil, err
 		}
 		l.Holder = unique.Make(l.Holder).Value()
-		s.leases[l.Name] = append(s.leases[l.Name], l)
+		s.leases.set(l.Name, append(s.leases.get(l.Name), l))
 		s.pushExpiry(l)
 	}
 	for _, q := range snap.Queues {

@@ -99,7 +99,7 @@ type State struct {
 	// leases holds the grants of each name: one for a plain lease, up to
 	// its limit for a semaphore, in the order granted (so by token). A
 	// name with no grant has no entry.
-	leases   map[string][]*Lease
+	leases   grantIndex
 	queues   map[string][]waiter
 	kv       map[string]*fence
 	expiries expiryHeap
@@ -108,7 +108,7 @@ type State struct {
 // New returns an empty state at cluster time zero.
 func New() *State {
 	return &State{
-		leases: make(map[string][]*Lease),
+		leases: newGrantIndex(),
 		queues: make(map[string][]waiter),
 		kv:     make(map[string]*fence),
 	}
@@ -128,7 +128,7 @@ func (s *State) Revision() uint64 { return s.revision }
 // freed by an OpExpire yet.
 func (s *State) Len() int {
 	n := 0
-	for _, ls := range s.leases {
+	for _, ls := range s.leases.all() {
 		n += len(ls)
 	}
 	return n
@@ -138,7 +138,7 @@ func (s *State) Len() int {
 // applied batch: stored and not expired.
 func (s *State) Live() int {
 	n := 0
-	for _, ls := range s.leases {
+	for _, ls := range s.leases.all() {
 		for _, l := range ls {
 			if l.ExpiresAt > s.now {
 				n++
@@ -151,7 +151,7 @@ func (s *State) Live() int {
 // Lease returns the stored grant of name, live or not yet freed; for a
 // semaphore, the slot granted first (Slots has them all).
 func (s *State) Lease(name string) (Lease, bool) {
-	ls := s.leases[name]
+	ls := s.leases.get(name)
 	if len(ls) == 0 {
 		return Lease{}, false
 	}
@@ -162,7 +162,7 @@ func (s *State) Lease(name string) (Lease, bool) {
 // order granted.
 func (s *State) Slots(name string) []Lease {
 	var out []Lease
-	for _, l := range s.leases[name] {
+	for _, l := range s.leases.get(name) {
 		out = append(out, *l)
 	}
 	return out
@@ -170,7 +170,7 @@ func (s *State) Slots(name string) []Lease {
 
 // slot returns the stored grant of name with token, or nil.
 func (s *State) slot(name string, token uint64) *Lease {
-	for _, l := range s.leases[name] {
+	for _, l := range s.leases.get(name) {
 		if l.Token == token {
 			return l
 		}
@@ -184,7 +184,7 @@ func (s *State) slot(name string, token uint64) *Lease {
 func (s *State) update(l *Lease, change func(*Lease)) *Lease {
 	nl := *l
 	change(&nl)
-	ls := s.leases[l.Name]
+	ls := s.leases.get(l.Name)
 	for i := range ls {
 		if ls[i] == l {
 			ls[i] = &nl
@@ -311,14 +311,14 @@ func copyLeases(ls []*Lease) []Lease {
 // granted.
 func (a *applier) live(name string) []*Lease {
 	a.settle(name)
-	return a.s.leases[name]
+	return a.s.leases.get(name)
 }
 
 // settle frees the grants of name that have expired by a.now, in the
 // order granted, and then grants free slots to the first waiters still
 // waiting.
 func (a *applier) settle(name string) {
-	ls := a.s.leases[name]
+	ls := a.s.leases.get(name)
 	kept := ls[:0:0]
 	for _, l := range ls {
 		if l.ExpiresAt > a.now {
@@ -334,11 +334,7 @@ func (a *applier) settle(name string) {
 }
 
 func (a *applier) setSlots(name string, ls []*Lease) {
-	if len(ls) == 0 {
-		delete(a.s.leases, name)
-	} else {
-		a.s.leases[name] = ls
-	}
+	a.s.leases.set(name, ls)
 }
 
 // grantWaiters grants name to waiters, first first, while it has a free
@@ -346,7 +342,7 @@ func (a *applier) setSlots(name string, ls []*Lease) {
 func (a *applier) grantWaiters(name string) {
 	q := a.s.queues[name]
 	for len(q) > 0 {
-		ls := a.s.leases[name]
+		ls := a.s.leases.get(name)
 		if len(ls) > 0 && len(ls) >= effectiveLimit(ls[0].Limit) {
 			break
 		}
@@ -386,7 +382,7 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int, princ
 		Limit:     limit,
 		Principal: principal,
 	}
-	a.s.leases[name] = append(a.s.leases[name], l)
+	a.s.leases.set(name, append(a.s.leases.get(name), l))
 	a.s.pushExpiry(l)
 	a.emit(EventGranted, *l)
 	return l
@@ -398,7 +394,7 @@ func (s *State) pushExpiry(l *Lease) {
 	// entries only as they reach the top, and a Manager never calls it, so
 	// compact once the heap is much larger than the set of leases. Which
 	// stale entries the heap holds never changes what Apply does.
-	if n := len(s.expiries); n > 64 && n > 2*len(s.leases) && n > 2*s.Len() {
+	if n := len(s.expiries); n > 64 && n > 2*s.leases.names() && n > 2*s.Len() {
 		s.compactExpiries()
 	}
 }
@@ -410,7 +406,7 @@ func (s *State) compactExpiries() {
 		name  string
 		token uint64
 	}
-	seen := make(map[grant]bool, len(s.leases))
+	seen := make(map[grant]bool, s.leases.names())
 	for _, e := range s.expiries {
 		g := grant{e.name, e.token}
 		if l := s.slot(e.name, e.token); l != nil && !seen[g] && l.ExpiresAt == e.at {
@@ -571,7 +567,7 @@ func (a *applier) release(op Op) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	ls := a.s.leases[op.Name]
+	ls := a.s.leases.get(op.Name)
 	kept := make([]*Lease, 0, len(ls)-1)
 	for _, o := range ls {
 		if o != l {
@@ -596,7 +592,7 @@ func (a *applier) expireAll() {
 
 func (a *applier) list(prefix string) Result {
 	var names []string
-	for name := range a.s.leases {
+	for name := range a.s.leases.all() {
 		if strings.HasPrefix(name, prefix) {
 			names = append(names, name)
 		}
@@ -696,9 +692,9 @@ func (h *expiryHeap) Pop() any {
 // OpExpire. It does not change the state.
 func (s *State) Leases(prefix string) []Lease {
 	var out []Lease
-	for _, name := range sortedKeys(s.leases) {
+	for _, name := range s.leases.sortedNames() {
 		if strings.HasPrefix(name, prefix) {
-			for _, l := range s.leases[name] {
+			for _, l := range s.leases.get(name) {
 				out = append(out, *l)
 			}
 		}
