@@ -209,7 +209,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		if err := checkSlot(snap.Version, s.leases.get(l.Name), l); err != nil {
 			return nil, err
 		}
-		l.Holder = unique.Make(l.Holder).Value()
+		l.Holder, l.Principal = unique.Make(l.Holder).Value(), unique.Make(l.Principal).Value()
 		s.leases.set(l.Name, append(s.leases.get(l.Name), l))
 		s.pushExpiry(l)
 	}

@@ -372,15 +372,15 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int, princ
 	}
 	l := &Lease{
 		Name: name,
-		// Holders repeat (a process holds many names under one holder
-		// ID): keep one copy of each.
+		// Holders and principals repeat (a process holds many names
+		// under one holder ID): keep one copy of each.
 		Holder:    unique.Make(holder).Value(),
 		Token:     a.s.lastToken,
 		TTL:       ttl,
 		GrantedAt: a.now,
 		ExpiresAt: a.now + ttl,
 		Limit:     limit,
-		Principal: principal,
+		Principal: unique.Make(principal).Value(),
 	}
 	a.s.leases.set(name, append(a.s.leases.get(name), l))
 	a.s.pushExpiry(l)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -165,7 +166,14 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		sink.Cancel()
 		return err
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	// The encoding's garbage is as large as the state: give it back to
+	// the operating system now rather than bit by bit, so that memory
+	// after a snapshot is the state's, not the snapshot's high-water mark.
+	debug.FreeOSMemory()
+	return nil
 }
 
 func (s *fsmSnapshot) Release() {}
