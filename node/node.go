@@ -46,6 +46,9 @@ type Node struct {
 	fsm    *fsm
 	trans  raft.Transport
 	stream *clusterStream // nil with a custom transport
+	// contact records when peers last answered; nil with a custom
+	// transport.
+	contact *contacts
 	dir    *dataDir       // nil in memory
 	// clusterID is the cluster's ID once known; idMu serialises
 	// recording it.
@@ -74,6 +77,7 @@ type Node struct {
 	kick      chan struct{} // wakes the expirer after a batch applied
 	closing   chan struct{}
 	raftDown  chan struct{} // closed once raft has shut down; see wait
+	removed   chan struct{} // closed when this node was removed; see Removed
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 }
@@ -99,6 +103,7 @@ func New(cfg Config) (*Node, error) {
 		kick:      make(chan struct{}, 1),
 		closing:   make(chan struct{}),
 		raftDown:  make(chan struct{}),
+		removed:   make(chan struct{}),
 	}
 	n.limits = cfg.Limits
 	n.limits.MinTTL = cfg.MinTTL()
@@ -109,10 +114,11 @@ func New(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.proposer()
 	go n.completer()
 	go n.watchLeadership()
+	go n.watchRemoval()
 	return n, nil
 }
 
@@ -151,7 +157,8 @@ func (n *Node) open() error {
 		if err != nil {
 			return err
 		}
-		n.trans, n.stream = t, stream
+		n.contact = &contacts{}
+		n.trans, n.stream = &contactTransport{NetworkTransport: t, c: n.contact}, stream
 		n.closer = append(n.closer, func() error {
 			// Close alone leaves pooled connections (and the goroutines
 			// reading them) open.

@@ -153,6 +153,10 @@ func toConnect(err error) error {
 		return nil
 	case errors.Is(err, node.ErrIndeterminate), errors.Is(err, node.ErrClosed):
 		return wire.Indeterminate(err)
+	case errors.Is(err, node.ErrNoSuchMember):
+		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, node.ErrLastVoter), errors.Is(err, node.ErrNotVoter):
+		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, node.ErrNotLeader), errors.Is(err, node.ErrNoLeader),
 		errors.Is(err, node.ErrWatchLagged), errors.Is(err, node.ErrWatchReset):
 		return connect.NewError(connect.CodeUnavailable, err)

@@ -284,6 +284,8 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
+	case <-n.Removed():
+		log.Info("this node was removed from the cluster; shutting down")
 	case err := <-serveErr:
 		n.Close()
 		return fmt.Errorf("api server: %w", err)
@@ -294,8 +296,12 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 			srv.Close()
 			return err
 		}
-		<-ctx.Done()
-		log.Info("shutting down")
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+		case <-n.Removed():
+			log.Info("this node was removed from the cluster; shutting down")
+		}
 	}
 	if err := n.Close(); err != nil {
 		log.Warn("closing node", "err", err)

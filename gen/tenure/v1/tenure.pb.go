@@ -1585,8 +1585,13 @@ type Member struct {
 	RaftAddress string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
 	ApiAddress  string                 `protobuf:"bytes,3,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
 	// voter or nonvoter.
-	Suffrage      string `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
-	Leader        bool   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	Suffrage string `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
+	Leader   bool   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	// How long ago the answering node last heard from this member: in the
+	// leader's answer, the member's last answer to a heartbeat or to
+	// replication (zero for the leader itself); in a follower's, only for
+	// the leader, its last contact with it. Unset when not known.
+	LastContact   *durationpb.Duration `protobuf:"bytes,6,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1654,6 +1659,13 @@ func (x *Member) GetLeader() bool {
 		return x.Leader
 	}
 	return false
+}
+
+func (x *Member) GetLastContact() *durationpb.Duration {
+	if x != nil {
+		return x.LastContact
+	}
+	return nil
 }
 
 type StatusRequest struct {
@@ -2249,14 +2261,15 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x05lease\x18\x02 \x01(\tR\x05lease\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\".\n" +
 	"\x10KVDeleteResponse\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\x04R\brevision\"\x90\x01\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\"\xce\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
 	"\vapi_address\x18\x03 \x01(\tR\n" +
 	"apiAddress\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
-	"\x06leader\x18\x05 \x01(\bR\x06leader\"\x0f\n" +
+	"\x06leader\x18\x05 \x01(\bR\x06leader\x12<\n" +
+	"\flast_contact\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vlastContact\"\x0f\n" +
 	"\rStatusRequest\"\x98\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
@@ -2385,43 +2398,44 @@ var file_tenure_v1_tenure_proto_depIdxs = []int32{
 	1,  // 14: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
 	16, // 15: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
 	22, // 16: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
-	27, // 17: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
-	36, // 18: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
-	36, // 19: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
-	27, // 20: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
-	3,  // 21: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
-	6,  // 22: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
-	9,  // 23: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
-	11, // 24: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
-	13, // 25: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
-	15, // 26: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
-	18, // 27: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
-	20, // 28: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
-	25, // 29: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
-	23, // 30: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
-	28, // 31: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
-	30, // 32: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
-	32, // 33: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
-	34, // 34: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
-	4,  // 35: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
-	8,  // 36: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
-	10, // 37: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
-	12, // 38: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
-	14, // 39: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
-	17, // 40: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
-	19, // 41: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
-	21, // 42: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
-	26, // 43: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
-	24, // 44: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
-	29, // 45: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
-	31, // 46: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
-	33, // 47: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
-	35, // 48: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
-	35, // [35:49] is the sub-list for method output_type
-	21, // [21:35] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	36, // 17: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
+	27, // 18: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
+	36, // 19: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
+	36, // 20: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
+	27, // 21: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
+	3,  // 22: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
+	6,  // 23: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
+	9,  // 24: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
+	11, // 25: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
+	13, // 26: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
+	15, // 27: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
+	18, // 28: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
+	20, // 29: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
+	25, // 30: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
+	23, // 31: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
+	28, // 32: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
+	30, // 33: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
+	32, // 34: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
+	34, // 35: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
+	4,  // 36: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
+	8,  // 37: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
+	10, // 38: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
+	12, // 39: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
+	14, // 40: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
+	17, // 41: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
+	19, // 42: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
+	21, // 43: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
+	26, // 44: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
+	24, // 45: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
+	29, // 46: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
+	31, // 47: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
+	33, // 48: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
+	35, // 49: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
+	36, // [36:50] is the sub-list for method output_type
+	22, // [22:36] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_tenure_proto_init() }
