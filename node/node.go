@@ -49,7 +49,7 @@ type Node struct {
 	// contact records when peers last answered; nil with a custom
 	// transport.
 	contact *contacts
-	dir    *dataDir       // nil in memory
+	dir     *dataDir // nil in memory
 	// clusterID is the cluster's ID once known; idMu serialises
 	// recording it.
 	clusterID atomic.Pointer[string]
