@@ -63,6 +63,8 @@ var commandFlags = map[string][]string{
 	"watch":      nil,
 	"status":     nil,
 	"kv":         nil,
+	"member":     nil,
+	"leader":     nil,
 	"run":        {"--holder", "--ttl", "--limit", "--kill-after", "--verbose"},
 	"elect":      {"--listen", "--ttl"},
 	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--verbose"},
@@ -72,7 +74,8 @@ var commandFlags = map[string][]string{
 	"help":       nil,
 }
 
-// subcommandFlags are the subcommands of kv and fence and their flags.
+// subcommandFlags are the subcommands of kv, fence, member and leader
+// and their flags.
 var subcommandFlags = map[string]map[string][]string{
 	"kv": {
 		"put":    {"--lease", "--token"},
@@ -83,7 +86,17 @@ var subcommandFlags = map[string]map[string][]string{
 	"fence": {
 		"install": {"--postgres", "--schema"},
 	},
+	"member": {
+		"list":   nil,
+		"remove": nil,
+	},
+	"leader": {
+		"transfer": nil,
+	},
 }
+
+// subcommanded are the commands with subcommands, in completion order.
+var subcommanded = []string{"fence", "kv", "leader", "member"}
 
 func sortedNames(m map[string][]string) string {
 	var names []string
@@ -140,7 +153,7 @@ func bashCompletion() string {
 	b.WriteString("  case $cmd in\n")
 	fmt.Fprintf(&b, "  '') COMPREPLY=($(compgen -W %q -- \"$cur\")); [[ $cur == -* ]] && COMPREPLY=($(compgen -W \"$global --version\" -- \"$cur\")); return ;;\n",
 		sortedNames(commandFlags))
-	for _, cmd := range []string{"fence", "kv"} {
+	for _, cmd := range subcommanded {
 		subs := subcommandFlags[cmd]
 		fmt.Fprintf(&b, "  %s)\n    case $sub in\n", cmd)
 		fmt.Fprintf(&b, "    '') COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;\n", sortedNames(subs))
@@ -177,7 +190,7 @@ func fishCompletion() string {
 			fmt.Fprintf(&b, "complete -c tenure -n '__fish_seen_subcommand_from %s' -l %s\n", cmd, strings.TrimPrefix(f, "--"))
 		}
 	}
-	for _, cmd := range []string{"fence", "kv"} {
+	for _, cmd := range subcommanded {
 		m := subcommandFlags[cmd]
 		subs := sortedNames(m)
 		fmt.Fprintf(&b, "complete -c tenure -n '__fish_seen_subcommand_from %s; and not __fish_seen_subcommand_from %s' -a '%s'\n", cmd, subs, subs)
