@@ -49,6 +49,9 @@ type Config struct {
 	// ForwardTimeout bounds a request forwarded to the leader when the
 	// caller set no deadline. Default 30s.
 	ForwardTimeout time.Duration
+	// CORSOrigins are the browser origins (scheme://host[:port], or "*"
+	// for any) allowed to call the API from scripts. Default none.
+	CORSOrigins []string
 }
 
 // Server implements the three services.
@@ -58,7 +61,7 @@ type Server struct {
 	reg     *prometheus.Registry
 	fwd     *forwarder
 	metrics *metrics
-	mux     *http.ServeMux
+	handler http.Handler
 }
 
 // New returns a Server for cfg.
@@ -98,7 +101,12 @@ func New(cfg Config) (*Server, error) {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
-	s.mux = mux
+	s.mountOps(mux)
+	h, err := withCORS(mux, cfg.CORSOrigins)
+	if err != nil {
+		return nil, err
+	}
+	s.handler = h
 	return s, nil
 }
 
@@ -113,8 +121,9 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-// Handler returns the HTTP handler for the API, health and metrics.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the HTTP handler for the API, health (/healthz,
+// /readyz and the gRPC health service), reflection and metrics.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Close releases the server's connections to other nodes.
 func (s *Server) Close() { s.fwd.close() }
@@ -133,7 +142,7 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 	}
 }
 
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.node.IsLeader() {
 		w.Write([]byte("ok: leader\n"))
 		return

@@ -51,6 +51,7 @@ type options struct {
 	snapInterval  time.Duration
 	resetDataDir  bool
 	pprofListen   string
+	corsOrigins   []string
 }
 
 // baseElectionTimeout is raft's heartbeat and election timeout at
@@ -87,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.nodeID, "node-id", "", "node ID, fixed when the data directory is created (default: the raft address)")
 	fs.StringVar(&o.join, "join", "", "API address of any member of an existing cluster to join")
 	fs.BoolVar(&o.dev, "dev", false, "keep everything in memory (nothing survives a restart)")
+	cors := fs.String("cors-origins", "", "comma-separated browser origins (https://app.example) allowed to call the API\nfrom scripts; * allows any; default none")
 	fs.StringVar(&o.pprofListen, "pprof-listen", "", "serve Go's profiler (net/http/pprof) on this separate address; off by default")
 	fs.BoolVar(&o.resetDataDir, "reset-data-dir", false, "move the contents of --data-dir aside (to DIR.old-TIME) and start a NEW cluster in it;\nits tokens start at 1 again, so reset the fences of your storage too")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -115,6 +117,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if _, _, err := net.SplitHostPort(strings.TrimPrefix(a.v, "http://")); err != nil {
 			return nil, fmt.Errorf("%s %q is not host:port", a.name, a.v)
 		}
+	}
+	for _, c := range strings.Split(*cors, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			o.corsOrigins = append(o.corsOrigins, c)
+		}
+	}
+	if err := server.CheckCORSOrigins(o.corsOrigins); err != nil {
+		return nil, fmt.Errorf("--cors-origins: %s", strings.TrimPrefix(err.Error(), "server: "))
 	}
 	if o.resetDataDir && o.dev {
 		return nil, fmt.Errorf("--reset-data-dir and --dev do not go together (--dev keeps nothing on disk)")
@@ -246,7 +256,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 		ln.Close()
 		return err
 	}
-	srv, err := server.New(server.Config{Node: n, Logger: log, Registry: reg})
+	srv, err := server.New(server.Config{Node: n, Logger: log, Registry: reg, CORSOrigins: o.corsOrigins})
 	if err != nil {
 		ln.Close()
 		n.Close()
