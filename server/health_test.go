@@ -19,8 +19,8 @@ import (
 // and the server's setup ask is implemented.
 type noLeader struct{ server.Node }
 
-func (noLeader) ID() string                     { return "n1" }
-func (noLeader) IsLeader() bool                 { return false }
+func (noLeader) ID() string                      { return "n1" }
+func (noLeader) IsLeader() bool                  { return false }
 func (noLeader) Leader() (string, string, error) { return "", "", node.ErrNoLeader }
 
 // serve serves s on a loopback port with HTTP/1.1 and cleartext HTTP/2,
