@@ -2,50 +2,17 @@ package main
 
 import (
 	"fmt"
-	"runtime"
-	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/tenure-io/tenure/internal/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3";
-// otherwise the module version and the VCS revision of the build are
-// used.
-var version = ""
-
-func versionText() string {
-	v := version
-	var rev, modified string
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v == "" {
-			v = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					modified = ", modified"
-				}
-			}
-		}
-	}
-	if v == "" {
-		v = "(devel)"
-	}
-	out := "tenure " + v
-	if rev != "" {
-		out += fmt.Sprintf(" (commit %.12s%s)", rev, modified)
-	}
-	return out + fmt.Sprintf(" %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-}
 
 func (a *app) version(args []string) error {
 	if len(args) > 0 {
 		return &usageError{msg: fmt.Sprintf("version: unexpected argument %q", args[0]), usage: topUsage}
 	}
-	fmt.Fprintln(a.stdout, versionText())
+	fmt.Fprintln(a.stdout, version.Line("tenure"))
 	return nil
 }
 
