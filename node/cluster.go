@@ -333,8 +333,10 @@ func (n *Node) watchRemoval() {
 		if f.Error() != nil {
 			continue
 		}
+		servers := f.Configuration().Servers
+		n.servers.Store(&servers)
 		in := false
-		for _, s := range f.Configuration().Servers {
+		for _, s := range servers {
 			if s.ID == self.ID && s.Address == self.Address {
 				in = true
 			}

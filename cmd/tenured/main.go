@@ -283,7 +283,6 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	cfg.TrailingLogs = o.trailingLogs
 	cfg.SnapshotInterval = o.snapInterval
 	cfg.Logger = log
-	cfg.RaftLogOutput = stderr
 	cfg.RaftLogLevel = o.raftLogLevel
 	cfg.PeerApplied = peerApplied
 	reg := server.NewRegistry()
@@ -385,6 +384,13 @@ func joinLoop(ctx context.Context, log *slog.Logger, addr string, n *node.Node, 
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if n.ClusterID() == "" {
+			// Learn the cluster's ID first, so that the leader's first
+			// raft messages are let in (see node.ExpectCluster).
+			if st, err := c.Status(rctx); err == nil {
+				n.ExpectCluster(st.ClusterID)
+			}
+		}
 		res, err := c.Join(rctx, client.JoinRequest{NodeID: n.ID(), RaftAddr: n.RaftAddr(), APIAddr: apiAddr, ClusterID: n.ClusterID()})
 		cancel()
 		if err == nil {
