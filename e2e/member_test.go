@@ -149,3 +149,36 @@ func TestMemberCommands(t *testing.T) {
 		t.Errorf("the refused removal changed the membership")
 	}
 }
+
+// Without a quorum there is no leader: member remove and leader transfer
+// fail with exit 1 and say why; member list still shows the members.
+func TestMemberCommandsWithoutLeader(t *testing.T) {
+	ns := startThree(t)
+	ns[1].kill()
+	ns[2].kill()
+	lone := ns[0].api
+	eventually(t, "n1 to lose its leadership", 10*time.Second, func() error {
+		if st, err := status(t, lone); err != nil || st.Leader != "" {
+			return fmt.Errorf("leader %q, %v", st.Leader, err)
+		}
+		return nil
+	})
+	for _, args := range [][]string{{"member", "remove", "n2"}, {"leader", "transfer"}} {
+		r := cli(t, lone, append(args, "--request-timeout", "1s")...)
+		mustCode(t, 1, r, strings.Join(args, " ")+" without a leader")
+		if !strings.Contains(r.stderr, "no leader") {
+			t.Errorf("%s: stderr %q does not say there is no leader", strings.Join(args, " "), r.stderr)
+		}
+	}
+	r := cli(t, lone, "member", "list")
+	mustCode(t, 0, r, "member list without a leader")
+	down := 0
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.HasSuffix(strings.TrimSpace(l), " no") {
+			down++
+		}
+	}
+	if !strings.Contains(r.stdout, "no leader") || down != 2 {
+		t.Errorf("member list without a leader (want a note and 2 unreachable members):\n%s", r.stdout)
+	}
+}
