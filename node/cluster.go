@@ -250,6 +250,7 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) (string, error
 		} else if voters < 2 {
 			return "", fmt.Errorf("%w: there is no other voter to hand leadership to", ErrNotVoter)
 		}
+		n.noteTransfer()
 		f = n.raft.LeadershipTransfer()
 	} else {
 		s, _, err := n.member(id)
@@ -259,9 +260,12 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) (string, error
 		if s.Suffrage != raft.Voter {
 			return "", fmt.Errorf("%w: %s is a non-voter and cannot lead (it becomes a voter once it has caught up)", ErrNotVoter, id)
 		}
+		n.noteTransfer()
 		f = n.raft.LeadershipTransferToServer(s.ID, s.Address)
 	}
-	if err := f.Error(); err != nil {
+	err := f.Error()
+	n.noteTransfer()
+	if err != nil {
 		return "", mapRaftError(err)
 	}
 	// The transfer is done once raft here has stepped down, which is

@@ -80,9 +80,12 @@ type Node struct {
 	removed  chan struct{} // closed when this node was removed; see Removed
 	// servers is the raft configuration as watchRemoval last saw it,
 	// for code that must not call into raft (raft's own logging).
-	servers   atomic.Pointer[[]raft.Server]
-	closeOnce sync.Once
-	wg        sync.WaitGroup
+	servers atomic.Pointer[[]raft.Server]
+	// transferUntil is, in Unix nanoseconds, when the last leadership
+	// transfer this node started is surely over (see noteTransfer).
+	transferUntil atomic.Int64
+	closeOnce     sync.Once
+	wg            sync.WaitGroup
 }
 
 // New opens (or creates) the node's stores and starts raft and the node's
@@ -422,6 +425,7 @@ func (n *Node) handOver() {
 	}
 	var fut raft.Future
 	if n.contact == nil {
+		n.noteTransfer()
 		fut = n.raft.LeadershipTransfer()
 	} else {
 		var best raft.Server
@@ -438,9 +442,12 @@ func (n *Node) handOver() {
 			n.log.Info("no other voter answered lately; stopping without handing over leadership")
 			return
 		}
+		n.noteTransfer()
 		fut = n.raft.LeadershipTransferToServer(best.ID, best.Address)
 	}
-	if err := fut.Error(); err != nil {
+	err := fut.Error()
+	n.noteTransfer()
+	if err != nil {
 		n.log.Warn("leadership transfer on shutdown failed", "err", err)
 		return
 	}
@@ -461,6 +468,17 @@ func (n *Node) peers() []raft.Server {
 	}
 	return out
 }
+
+// noteTransfer records that this node hands its leadership over now:
+// raft's complaints about the new leader's higher term, until a little
+// after, are part of it (see adjustRaftLog).
+func (n *Node) noteTransfer() {
+	n.transferUntil.Store(time.Now().Add(n.cfg.ElectionTimeout + time.Second).UnixNano())
+}
+
+// transferring reports whether a transfer noted by noteTransfer may still
+// be under way.
+func (n *Node) transferring() bool { return time.Now().UnixNano() < n.transferUntil.Load() }
 
 // sayGoodbye tells peers that this node is stopping (see goodbyeMagic),
 // all at once, each within a short timeout.

@@ -18,8 +18,12 @@ import (
 //   - a leader sending older entries to a follower that is behind, and
 //     the follower saying its log is shorter (a new or restarted member
 //     catching up);
+//   - a raft connection that the peer closed (raft reports a reset as
+//     a failure to decode);
 //   - failing to reach a peer that said it is stopping (see
 //     goodbyeMagic), until it is back;
+//   - the new leader's higher term, while this leader hands its
+//     leadership over;
 //   - losing the quorum, and failing to elect a leader, because so many
 //     voters stopped in order that the rest cannot make a quorum (the
 //     cluster is being shut down).
@@ -37,10 +41,22 @@ func (n *Node) adjustRaftLog(level hclog.Level, msg string, args []any) hclog.Le
 			return hclog.Info
 		}
 	case "failed to decode incoming command":
-		// The connection ended because this node or its peer is
-		// stopping.
-		if e := arg(args, "error"); e == "transport shutdown" || n.stopping() {
+		// The connection ended, not the stream: this node is stopping,
+		// or the peer closed it (it stopped, or stopped leading and
+		// dropped its replication connections). A stream that cannot
+		// be decoded stays an error.
+		e := arg(args, "error")
+		for _, closed := range []string{"transport shutdown", "connection reset by peer", "use of closed network connection"} {
+			if strings.Contains(e, closed) {
+				return hclog.Debug
+			}
+		}
+		if n.stopping() {
 			return hclog.Debug
+		}
+	case "peer has newer term, stopping replication":
+		if n.transferring() || n.stopping() {
+			return hclog.Info
 		}
 	case "appendEntries rejected, sending older logs":
 		return hclog.Debug
