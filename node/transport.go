@@ -211,10 +211,12 @@ func (s *clusterStream) handshake(conn net.Conn) {
 	if string(magic) == goodbyeMagic {
 		id, err := readShort(conn)
 		if err == nil {
-			conn.Write([]byte{'Y'})
+			// Recorded before the answer: the peer stops its raft only
+			// after it, so no failure to reach it comes first.
 			if s.contacts.left(raft.ServerAddress(peer), raft.ServerID(id)) {
 				s.log.Info("a raft peer is stopping", "peer", peer, "id", id)
 			}
+			conn.Write([]byte{'Y'})
 		}
 		conn.Close()
 		return
