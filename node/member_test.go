@@ -89,6 +89,17 @@ func TestMembershipErrors(t *testing.T) {
 	if _, err := l.TransferLeadership(ctx, ""); !errors.Is(err, node.ErrNotVoter) {
 		t.Errorf("TransferLeadership with no other voter = %v, want ErrNotVoter", err)
 	}
+	// A member that cannot be reached never catches up, so it stays a
+	// non-voter, and cannot lead.
+	if err := l.Join(ctx, "ghost", "127.0.0.1:1", "127.0.0.1:2"); err != nil {
+		t.Fatalf("add an unreachable non-voter: %v", err)
+	}
+	if _, err := l.TransferLeadership(ctx, "ghost"); !errors.Is(err, node.ErrNotVoter) {
+		t.Errorf("TransferLeadership(non-voter) = %v, want ErrNotVoter", err)
+	}
+	if err := l.Leave(ctx, "ghost"); err != nil {
+		t.Errorf("remove the non-voter: %v", err)
+	}
 	if st := l.Status(); len(st.Members) != 1 || st.State != "leader" {
 		t.Errorf("after the refused calls: state %s, members %+v; want the leader alone", st.State, st.Members)
 	}
