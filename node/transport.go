@@ -239,7 +239,7 @@ func (s *clusterStream) refuse(conn net.Conn, reason, theirs string) {
 	msg := []byte{'N', byte(min(len(reason), 255))}
 	conn.Write(append(msg, reason[:min(len(reason), 255)]...))
 	conn.Close()
-	s.logRefusal(conn.RemoteAddr().String(), "refused a raft connection", "from", conn.RemoteAddr(), "their_cluster", theirs, "reason", reason)
+	s.logRefusal(conn.RemoteAddr().String(), "refused a raft connection", "from", conn.RemoteAddr().String(), "their_cluster", theirs, "reason", reason)
 }
 
 // logRefusal logs at most once per refusalLogEvery per remote host.

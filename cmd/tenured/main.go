@@ -383,14 +383,16 @@ func joinLoop(ctx context.Context, log *slog.Logger, addr string, n *node.Node, 
 	defer c.Close()
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if n.ClusterID() == "" {
 			// Learn the cluster's ID first, so that the leader's first
 			// raft messages are let in (see node.ExpectCluster).
-			if st, err := c.Status(rctx); err == nil {
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if st, err := c.Status(sctx); err == nil {
 				n.ExpectCluster(st.ClusterID)
 			}
+			cancel()
 		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		res, err := c.Join(rctx, client.JoinRequest{NodeID: n.ID(), RaftAddr: n.RaftAddr(), APIAddr: apiAddr, ClusterID: n.ClusterID()})
 		cancel()
 		if err == nil {
