@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -49,6 +50,13 @@ type Config struct {
 	// ForwardTimeout bounds a request forwarded to the leader when the
 	// caller set no deadline. Default 30s.
 	ForwardTimeout time.Duration
+	// Auth authenticates requests and checks their permissions. Nil:
+	// every request is allowed, as from no principal.
+	Auth *Auth
+	// ForwardTLS, if set, is how this node reaches the other members'
+	// APIs (https, with its member certificate, so that the leader
+	// trusts the principal it forwards). Nil: cleartext HTTP/2.
+	ForwardTLS *tls.Config
 	// CORSOrigins are the browser origins (scheme://host[:port], or "*"
 	// for any) allowed to call the API from scripts. Default none.
 	CORSOrigins []string
@@ -61,6 +69,8 @@ type Server struct {
 	reg     *prometheus.Registry
 	fwd     *forwarder
 	metrics *metrics
+	mux     *http.ServeMux
+	auth    *Auth
 	handler http.Handler
 }
 
@@ -82,14 +92,15 @@ func New(cfg Config) (*Server, error) {
 		node: cfg.Node,
 		log:  cfg.Logger,
 		reg:  cfg.Registry,
-		fwd:  newForwarder(cfg.ForwardTimeout),
+		fwd:  newForwarder(cfg.ForwardTimeout, cfg.ForwardTLS),
+		auth: cfg.Auth,
 	}
 	s.metrics = newMetrics(cfg.Registry, cfg.Node)
 	// Responses are small (a lease is a few dozen bytes): compressing
 	// them costs more CPU than it saves. Large values still compress
 	// when the client accepts it.
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(s.metrics.interceptor()),
+		connect.WithInterceptors(cfg.Auth.interceptor(cfg.Logger), s.metrics.interceptor()),
 		connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithCodec(jsonCodec{}))
 	mux := http.NewServeMux()
@@ -102,7 +113,10 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	s.mountOps(mux)
-	h, err := withCORS(mux, cfg.CORSOrigins)
+	s.mux = mux
+	// CORS outside authentication: a browser's preflight carries no
+	// credentials.
+	h, err := withCORS(cfg.Auth.middleware(mux), cfg.CORSOrigins)
 	if err != nil {
 		return nil, err
 	}
@@ -125,14 +139,18 @@ func NewRegistry() *prometheus.Registry {
 // /readyz and the gRPC health service), reflection and metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// ReloadAuth reads the auth file again; on error the old one stays.
+func (s *Server) ReloadAuth() error { return s.auth.Reload() }
+
 // Close releases the server's connections to other nodes.
 func (s *Server) Close() { s.fwd.close() }
 
-// NewHTTPServer returns an http.Server for h that speaks HTTP/1.1 and
-// cleartext HTTP/2 (what gRPC clients use).
+// NewHTTPServer returns an http.Server for h that speaks HTTP/1.1,
+// cleartext HTTP/2 (what gRPC clients use) and, served with TLS, HTTP/2.
 func NewHTTPServer(addr string, h http.Handler) *http.Server {
 	var p http.Protocols
 	p.SetHTTP1(true)
+	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Addr:              addr,

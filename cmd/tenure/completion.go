@@ -17,7 +17,7 @@ func (a *app) version(args []string) error {
 }
 
 // globalFlags are the flags every command takes, for completion.
-var globalFlags = []string{"--endpoints", "--output", "-o", "--request-timeout"}
+var globalFlags = []string{"--endpoints", "--output", "-o", "--request-timeout", "--cacert", "--cert", "--key"}
 
 // commandFlags are the commands and their own flags, for completion.
 // TestCompletionKnowsEveryFlag keeps it in step with the commands.
@@ -36,13 +36,15 @@ var commandFlags = map[string][]string{
 	"elect":      {"--listen", "--ttl"},
 	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--verbose"},
 	"fence":      nil,
+	"certs":      nil,
+	"auth":       nil,
 	"completion": nil,
 	"version":    nil,
 	"help":       nil,
 }
 
-// subcommandFlags are the subcommands of kv, fence, member and leader
-// and their flags.
+// subcommandFlags are the subcommands of the commands that have them
+// (kv, fence, certs, auth, member, leader) and their flags.
 var subcommandFlags = map[string]map[string][]string{
 	"kv": {
 		"put":    {"--lease", "--token"},
@@ -53,6 +55,12 @@ var subcommandFlags = map[string]map[string][]string{
 	"fence": {
 		"install": {"--postgres", "--schema"},
 	},
+	"certs": {
+		"init": {"--members", "--hosts", "--clients"},
+	},
+	"auth": {
+		"token": {"--file", "--role"},
+	},
 	"member": {
 		"list":   nil,
 		"remove": nil,
@@ -62,8 +70,15 @@ var subcommandFlags = map[string]map[string][]string{
 	},
 }
 
-// subcommanded are the commands with subcommands, in completion order.
-var subcommanded = []string{"fence", "kv", "leader", "member"}
+// subcommanded returns the commands with subcommands, sorted.
+func subcommanded() []string {
+	var names []string
+	for n := range subcommandFlags {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
 
 func sortedNames(m map[string][]string) string {
 	var names []string
@@ -120,7 +135,7 @@ func bashCompletion() string {
 	b.WriteString("  case $cmd in\n")
 	fmt.Fprintf(&b, "  '') COMPREPLY=($(compgen -W %q -- \"$cur\")); [[ $cur == -* ]] && COMPREPLY=($(compgen -W \"$global --version\" -- \"$cur\")); return ;;\n",
 		sortedNames(commandFlags))
-	for _, cmd := range subcommanded {
+	for _, cmd := range subcommanded() {
 		subs := subcommandFlags[cmd]
 		fmt.Fprintf(&b, "  %s)\n    case $sub in\n", cmd)
 		fmt.Fprintf(&b, "    '') COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;\n", sortedNames(subs))
@@ -157,7 +172,7 @@ func fishCompletion() string {
 			fmt.Fprintf(&b, "complete -c tenure -n '__fish_seen_subcommand_from %s' -l %s\n", cmd, strings.TrimPrefix(f, "--"))
 		}
 	}
-	for _, cmd := range subcommanded {
+	for _, cmd := range subcommanded() {
 		m := subcommandFlags[cmd]
 		subs := sortedNames(m)
 		fmt.Fprintf(&b, "complete -c tenure -n '__fish_seen_subcommand_from %s; and not __fish_seen_subcommand_from %s' -a '%s'\n", cmd, subs, subs)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,18 @@ func TestEveryFlagFromTheEnvironment(t *testing.T) {
 	if envName("data-dir") != "TENURE_DATA_DIR" || envName("future-flag") != "TENURE_FUTURE_FLAG" {
 		t.Errorf("envName: %s, %s", envName("data-dir"), envName("future-flag"))
 	}
+}
+
+// The variables of the CLI and of tenure run's command must never
+// configure a server: no flag of tenured may take one of their names.
+func TestNoFlagTakesAClientVariable(t *testing.T) {
+	clientVars := []string{"TENURE_ENDPOINTS", "TENURE_CACERT", "TENURE_CERT", "TENURE_KEY", "TENURE_AUTH_TOKEN",
+		"TENURE_LEASE", "TENURE_TOKEN", "TENURE_HOLDER", "TENURE_VERIFY_WORKER"}
+	newFlagSet(&options{}, io.Discard).VisitAll(func(f *flag.Flag) {
+		if !isNotFromEnv(f.Name) && slices.Contains(clientVars, envName(f.Name)) {
+			t.Errorf("--%s would be set by %s, a variable of the CLI or of tenure run", f.Name, envName(f.Name))
+		}
+	})
 }
 
 func TestCommandLineWinsOverEnvironment(t *testing.T) {
