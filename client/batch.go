@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,6 +83,14 @@ func (b *batcher) do(ctx context.Context, op *tenurev1.BatchOp) (*tenurev1.Batch
 	select {
 	case <-call.done:
 	case <-ctx.Done():
+		b.mu.Lock()
+		if i := slices.Index(b.queue, call); i >= 0 {
+			// Still queued: it never leaves, so it cannot apply.
+			b.queue = slices.Delete(b.queue, i, i+1)
+			b.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
+		}
+		b.mu.Unlock()
 		code := connect.CodeCanceled
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			code = connect.CodeDeadlineExceeded
@@ -155,6 +164,10 @@ func (b *batcher) send(calls []*batchCall) {
 		close(c.done)
 	}
 }
+
+// errNotSent is the error of a call whose context ended while it was
+// queued: it was never sent, so retrying it elsewhere is safe.
+var errNotSent = errors.New("client: not sent")
 
 // errNoBatch is what a batched attempt returns when the endpoint has no
 // Batch method: the attempt then goes alone.

@@ -186,3 +186,56 @@ func ctxT(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// TestQueuedCallWhoseContextEndsIsNotSent: a call still queued behind a
+// batch when its context ends leaves the queue, never reaches the server,
+// and fails with its context's error.
+func TestQueuedCallWhoseContextEndsIsNotSent(t *testing.T) {
+	first := make(chan struct{})
+	release := make(chan struct{})
+	fake := &fakeserver.Server{Put: func(_ context.Context, req *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error) {
+		if req.GetKey() == "first" {
+			close(first)
+			<-release
+		}
+		return &tenurev1.KVPutResponse{Revision: 1}, nil
+	}}
+	c := mustClient(t, fakeserver.Start(t, fake))
+	queued := make(chan struct{})
+	client.SetBatchQueueHook(c, func(n int) {
+		if n == 1 {
+			close(queued)
+		}
+	})
+	ctx := ctxT(t)
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := c.Put(ctx, "first", []byte("v"), "l", 1)
+		firstDone <- err
+	}()
+	waitFor(t, ctx, first, "the first put to reach the server")
+
+	short, cancel := context.WithCancel(ctx)
+	secondDone := make(chan error, 1)
+	go func() {
+		_, err := c.Put(short, "second", []byte("v"), "l", 1)
+		secondDone <- err
+	}()
+	waitFor(t, ctx, queued, "the second put to queue")
+	cancel()
+	if err := <-secondDone; !errors.Is(err, context.Canceled) {
+		t.Errorf("the cancelled queued put returned %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatalf("first put: %v", err)
+	}
+	// One more call: it would share a batch with the cancelled one, had
+	// that stayed queued.
+	if _, err := c.Put(ctx, "third", []byte("v"), "l", 1); err != nil {
+		t.Fatalf("third put: %v", err)
+	}
+	if got := fake.Calls("Put"); got != 2 {
+		t.Errorf("%d puts reached the server, want 2: the cancelled one was sent", got)
+	}
+}

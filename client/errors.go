@@ -99,7 +99,7 @@ func classify(parent context.Context, err error, p retryPolicy) outcome {
 		// The server itself refused: not the leader, no leader, forwarding
 		// failed before the leader took the request.
 		return tryNext
-	case isDialError(err):
+	case isDialError(err), errors.Is(err, errNotSent):
 		return tryNext
 	case code == connect.CodeUnavailable, code == connect.CodeDeadlineExceeded,
 		code == connect.CodeCanceled:
