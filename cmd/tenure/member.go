@@ -146,11 +146,14 @@ func memberTable(rows []memberListJSON, noLeader bool) string {
 }
 
 // statusOf asks the member at addr for its own status, once, within
-// probeTimeout.
+// probeTimeout, with the CLI's TLS settings and token.
 func (a *app) statusOf(ctx context.Context, addr string) (client.Status, error) {
 	cfg := client.DefaultConfig()
 	cfg.Endpoints = []string{addr}
 	cfg.RequestTimeout = probeTimeout
+	if err := a.g.tls.apply(&cfg); err != nil {
+		return client.Status{}, err
+	}
 	cl, err := client.New(cfg)
 	if err != nil {
 		return client.Status{}, err
