@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -93,17 +94,17 @@ func (b *batcher) newFlight(calls []*batchCall) *flight {
 func (b *batcher) do(ctx context.Context, op *tenurev1.BatchOp) (*tenurev1.BatchResult, error) {
 	call := &batchCall{op: op, size: proto.Size(op), done: make(chan struct{})}
 	b.mu.Lock()
-	if b.inflight < batchInflight {
+	b.queue = append(b.queue, call)
+	if b.queued != nil {
+		b.queued(len(b.queue))
+	}
+	start := b.inflight < batchInflight
+	if start {
 		b.inflight++
-		f := b.newFlight([]*batchCall{call})
-		b.mu.Unlock()
-		go b.run(f)
-	} else {
-		b.queue = append(b.queue, call)
-		if b.queued != nil {
-			b.queued(len(b.queue))
-		}
-		b.mu.Unlock()
+	}
+	b.mu.Unlock()
+	if start {
+		go b.run()
 	}
 	select {
 	case <-call.done:
@@ -136,19 +137,23 @@ func (b *batcher) do(ctx context.Context, op *tenurev1.BatchOp) (*tenurev1.Batch
 	return call.res, nil
 }
 
-// run sends f and then, while calls are queued, the next batches, one at
-// a time; then it gives up its in-flight slot.
-func (b *batcher) run(f *flight) {
+// run sends the queued calls, a batch at a time, until the queue is
+// empty; then it gives up its in-flight slot. Before it takes a batch it
+// yields the processor once: the callers that the last answer woke, and
+// any that started with it, are then queued too and go in the same batch
+// rather than in a batch of one followed by a batch of the rest.
+func (b *batcher) run() {
 	for {
-		b.send(f)
+		runtime.Gosched()
 		b.mu.Lock()
 		if len(b.queue) == 0 {
 			b.inflight--
 			b.mu.Unlock()
 			return
 		}
-		f = b.newFlight(b.take())
+		f := b.newFlight(b.take())
 		b.mu.Unlock()
+		b.send(f)
 	}
 }
 

@@ -36,12 +36,6 @@ func TestConcurrentCallsShareABatch(t *testing.T) {
 	}}
 	c := mustClient(t, fakeserver.Start(t, fake))
 	const n = 10
-	allQueued := make(chan struct{})
-	client.SetBatchQueueHook(c, func(q int) {
-		if q == n {
-			close(allQueued)
-		}
-	})
 	ctx := ctxT(t)
 
 	firstDone := make(chan error, 1)
@@ -50,6 +44,12 @@ func TestConcurrentCallsShareABatch(t *testing.T) {
 		firstDone <- err
 	}()
 	waitFor(t, ctx, first, "the first put to reach the server")
+	allQueued := make(chan struct{})
+	client.SetBatchQueueHook(c, func(q int) {
+		if q == n {
+			close(allQueued)
+		}
+	})
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	revs := make([]uint64, n)
@@ -201,12 +201,6 @@ func TestQueuedCallWhoseContextEndsIsNotSent(t *testing.T) {
 		return &tenurev1.KVPutResponse{Revision: 1}, nil
 	}}
 	c := mustClient(t, fakeserver.Start(t, fake))
-	queued := make(chan struct{})
-	client.SetBatchQueueHook(c, func(n int) {
-		if n == 1 {
-			close(queued)
-		}
-	})
 	ctx := ctxT(t)
 	firstDone := make(chan error, 1)
 	go func() {
@@ -214,6 +208,12 @@ func TestQueuedCallWhoseContextEndsIsNotSent(t *testing.T) {
 		firstDone <- err
 	}()
 	waitFor(t, ctx, first, "the first put to reach the server")
+	queued := make(chan struct{})
+	client.SetBatchQueueHook(c, func(n int) {
+		if n == 1 {
+			close(queued)
+		}
+	})
 
 	short, cancel := context.WithCancel(ctx)
 	secondDone := make(chan error, 1)
@@ -232,6 +232,7 @@ func TestQueuedCallWhoseContextEndsIsNotSent(t *testing.T) {
 	}
 	// One more call: it would share a batch with the cancelled one, had
 	// that stayed queued.
+	client.SetBatchQueueHook(c, nil)
 	if _, err := c.Put(ctx, "third", []byte("v"), "l", 1); err != nil {
 		t.Fatalf("third put: %v", err)
 	}
