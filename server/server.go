@@ -59,6 +59,11 @@ type Server struct {
 	fwd     *forwarder
 	metrics *metrics
 	mux     *http.ServeMux
+	// The dashboard (ui.go): its node methods (nil if the node has
+	// none), the metrics sampler and when each member last answered.
+	ui      uiNode
+	sampler *sampler
+	probes  probes
 }
 
 // New returns a Server for cfg.
@@ -98,6 +103,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	s.mountUI(mux)
 	s.mux = mux
 	return s, nil
 }
@@ -116,8 +122,12 @@ func NewRegistry() *prometheus.Registry {
 // Handler returns the HTTP handler for the API, health and metrics.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-// Close releases the server's connections to other nodes.
-func (s *Server) Close() { s.fwd.close() }
+// Close releases the server's connections to other nodes and stops its
+// metrics sampler.
+func (s *Server) Close() {
+	s.fwd.close()
+	s.sampler.close()
+}
 
 // NewHTTPServer returns an http.Server for h that speaks HTTP/1.1 and
 // cleartext HTTP/2 (what gRPC clients use).
