@@ -2,6 +2,8 @@ package node
 
 import (
 	"errors"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -434,4 +436,26 @@ func (n *Node) AppliedOps() (uint64, time.Duration) {
 	n.fsm.mu.RLock()
 	defer n.fsm.mu.RUnlock()
 	return n.fsm.act.ops, n.fsm.st.Now()
+}
+
+// Histories returns the histories of the names with the prefix that have
+// one, sorted by name, at most max of them (0: all).
+func (n *Node) Histories(prefix string, max int) []History {
+	n.fsm.mu.RLock()
+	var names []string
+	for name := range n.fsm.act.names {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	n.fsm.mu.RUnlock()
+	sort.Strings(names)
+	if max > 0 && len(names) > max {
+		names = names[:max]
+	}
+	out := make([]History, 0, len(names))
+	for _, name := range names {
+		out = append(out, n.History(name))
+	}
+	return out
 }

@@ -26,6 +26,7 @@ import (
 type uiNode interface {
 	Activity(seq uint64, limit int) node.ActivityPage
 	History(name string) node.History
+	Histories(prefix string, max int) []node.History
 	Renewals() []node.RenewalCount
 	Waiters(prefix string) map[string][]string
 	SubscribeActivity() (<-chan struct{}, func())
@@ -362,14 +363,34 @@ type uiHistoryJSON struct {
 	Reset   bool      `json:"reset,omitempty"`
 }
 
+// maxHistories bounds how many names one history request answers.
+const maxHistories = 50
+
+// uiHistory answers the history of one name (?name=) or of the names
+// with a prefix (?prefix=, at most maxHistories of them).
 func (s *Server) uiHistory(w http.ResponseWriter, r *http.Request) {
-	name := r.URL.Query().Get("name")
-	if name == "" {
-		http.Error(w, "server: history needs a lease name: /ui/api/history?name=NAME", http.StatusBadRequest)
+	q := r.URL.Query()
+	_, now := s.ui.AppliedOps()
+	if q.Has("prefix") {
+		out := struct {
+			Now       float64         `json:"now"`
+			Histories []uiHistoryJSON `json:"histories"`
+		}{Now: ms(now), Histories: []uiHistoryJSON{}}
+		for _, h := range s.ui.Histories(q.Get("prefix"), maxHistories) {
+			out.Histories = append(out.Histories, toUIHistory(h, now))
+		}
+		writeJSON(w, out)
 		return
 	}
-	h := s.ui.History(name)
-	_, now := s.ui.AppliedOps()
+	name := q.Get("name")
+	if name == "" {
+		http.Error(w, "server: history needs a lease name or a prefix: /ui/api/history?name=NAME or ?prefix=PREFIX", http.StatusBadRequest)
+		return
+	}
+	writeJSON(w, toUIHistory(s.ui.History(name), now))
+}
+
+func toUIHistory(h node.History, now time.Duration) uiHistoryJSON {
 	out := uiHistoryJSON{Name: h.Name, Now: ms(now), Terms: []uiTerm{}, Stale: []uiStale{}, Waiters: h.Waiter, Reset: h.Reset}
 	for _, t := range h.Terms {
 		ut := uiTerm{Holder: t.Holder, Token: t.Token, Start: ms(t.Start), Writes: t.Writes}
@@ -381,7 +402,7 @@ func (s *Server) uiHistory(w http.ResponseWriter, r *http.Request) {
 	for _, sw := range h.Stale {
 		out.Stale = append(out.Stale, uiStale{At: ms(sw.At), Token: sw.Token, Key: sw.Key, Current: sw.Current, Reason: sw.Reason})
 	}
-	writeJSON(w, out)
+	return out
 }
 
 type uiMember struct {

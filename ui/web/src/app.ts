@@ -306,43 +306,75 @@ function listNames() {
 }
 
 function noteTimeline(name: string) {
-  if (name && name === tlCurrent) tlDirty = true;
+  if (name && (name === tlCurrent || (tlCurrent.endsWith("/") && name.startsWith(tlCurrent)))) tlDirty = true;
 }
 
 async function loadTimeline() {
-  if (!tlCurrent) return;
+  if (!tlCurrent) {
+    $("#tl-list").replaceChildren(el("p", { class: "empty" }, "Choose a lease, or a prefix ending in “/” (like demo/) to see every lease under it."));
+    return;
+  }
   tlDirty = false;
-  let h: History;
+  const want = tlCurrent;
+  let hs: History[];
+  let at: number;
   try {
-    h = await api<History>("history?name=" + encodeURIComponent(tlCurrent));
+    if (want.endsWith("/")) {
+      const r = await api<{ now: number; histories: History[] }>("history?prefix=" + encodeURIComponent(want));
+      hs = r.histories;
+      at = r.now;
+    } else {
+      const h = await api<History>("history?name=" + encodeURIComponent(want));
+      hs = [h];
+      at = h.now;
+    }
   } catch (e) {
     report(e);
     return;
   }
-  if (h.name !== tlCurrent) return;
-  setNow(Math.max(h.now, now() - 0)); // history's now is applied time
-  drawTimeline($("#tl-chart"), h, now());
-  const body = $<HTMLTableSectionElement>("#tl-table tbody");
-  const items: [number, HTMLTableRowElement][] = [];
-  for (const t of h.terms) {
-    items.push([t.start, el("tr", { class: "term" },
-      el("td", { class: "num" }, fmtClock(t.start)), el("td", {}, "granted"), el("td", {}, t.holder),
-      el("td", { class: "num" }, String(t.token)),
-      el("td", {}, t.ended ? `${t.ended} after ${fmtDuration(t.end! - t.start)}; ${t.writes} write${t.writes === 1 ? "" : "s"} accepted` : `held; ${t.writes} write${t.writes === 1 ? "" : "s"} accepted`)) as HTMLTableRowElement]);
-    if (t.ended) {
-      items.push([t.end!, el("tr", { class: "term-end" },
-        el("td", { class: "num" }, fmtClock(t.end!)), el("td", {}, t.ended), el("td", {}, t.holder),
-        el("td", { class: "num" }, String(t.token)), el("td", {}, "")) as HTMLTableRowElement]);
+  if (want !== tlCurrent) return;
+  const t = Math.max(at, now());
+  if (!hs.length) {
+    $("#tl-list").replaceChildren(el("p", { class: "empty" }, `No lease under “${want}” has a history on this node yet.`));
+    return;
+  }
+  $("#tl-list").replaceChildren(...hs.map((h) => timelineBlock(h, t, hs.length > 1)));
+  // Drawn once in the page, to fit its width.
+  hs.forEach((h, i) => drawTimeline(document.querySelectorAll<HTMLElement>("#tl-list .tl-chart")[i], h, t));
+}
+
+function timelineBlock(h: History, t: number, titled: boolean): HTMLElement {
+  const chart = el("div", { class: "chart tl-chart", role: "img", "data-name": h.name });
+  const block = el("section", { class: "tl-block", "data-name": h.name, "aria-label": "Timeline of " + h.name },
+    titled ? el("h3", {}, el("a", { href: "#timeline/" + encodeURIComponent(h.name) }, h.name)) : "",
+    chart);
+  const items: [number, HTMLElement][] = [];
+  const plural = (n: number) => `${n} write${n === 1 ? "" : "s"} accepted`;
+  for (const term of h.terms) {
+    items.push([term.start, el("tr", { class: "term" },
+      el("td", { class: "num" }, fmtClock(term.start)), el("td", {}, "granted"), el("td", {}, term.holder),
+      el("td", { class: "num" }, String(term.token)),
+      el("td", {}, term.ended ? `${term.ended} after ${fmtDuration(term.end! - term.start)}; ${plural(term.writes)}` : `held; ${plural(term.writes)}`))]);
+    if (term.ended) {
+      items.push([term.end!, el("tr", { class: "term-end" },
+        el("td", { class: "num" }, fmtClock(term.end!)), el("td", {}, term.ended), el("td", {}, term.holder),
+        el("td", { class: "num" }, String(term.token)), el("td", {}, ""))]);
     }
   }
   for (const s of h.stale) {
     items.push([s.at, el("tr", { class: "stale" },
       el("td", { class: "num" }, fmtClock(s.at)), el("td", {}, "write REJECTED"), el("td", {}, ""),
       el("td", { class: "num" }, String(s.token)),
-      el("td", {}, `${s.key}: stale token ${s.token}${s.current ? `, current token ${s.current}` : ""}`)) as HTMLTableRowElement]);
+      el("td", {}, `${s.key}: stale token ${s.token}${s.current ? `, current token ${s.current}` : ""}`))]);
   }
   items.sort((a, b) => a[0] - b[0]);
-  body.replaceChildren(...items.map((i) => i[1]));
+  if (items.length) {
+    block.append(el("div", { class: "scroll" }, el("table", { class: "tl-table" },
+      el("caption", { class: "sr-only" }, `Terms and refused writes of ${h.name}, oldest first`),
+      el("thead", {}, el("tr", {}, ...["Cluster time", "What", "Holder", "Token", "Detail"].map((c, i) => el("th", { scope: "col", class: i === 0 || i === 3 ? "num" : "" }, c)))),
+      el("tbody", {}, ...items.map((i) => i[1])))));
+  }
+  return block;
 }
 
 $<HTMLFormElement>("#tl-form").addEventListener("submit", (e) => {

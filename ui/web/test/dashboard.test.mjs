@@ -52,14 +52,14 @@ test("an acquired lease shows up within 1s with its holder and token, then expir
   // The countdown runs.
   const left1 = parseFloat(await r.locator(".left").textContent());
   await page.waitForFunction(([sel, v]) => parseFloat(document.querySelector(sel + " .left")?.textContent ?? "99") < v,
-    [row("jobs/nightly"), left1], { timeout: 2000 });
+    [row("jobs/nightly"), left1], { timeout: 2500 });
 
   // A second lease with a queued waiter.
   await cliOK(ep, ["acquire", "queue/report", "--holder", "worker-1", "--ttl", "20s"]);
   const waiter = spawn(bin("tenure"), ["--endpoints", ep, "acquire", "queue/report", "--holder", "worker-2", "--ttl", "5s", "--wait", "--timeout", "30s"], { stdio: "ignore" });
   try {
     await page.waitForFunction((sel) => document.querySelector(sel + " td.waiters")?.textContent?.includes("1. worker-2"),
-      row("queue/report"), { timeout: 4000 });
+      row("queue/report"), { timeout: 8000 });
     await shot(page, "leases");
 
     // The prefix filter.
@@ -69,11 +69,11 @@ test("an acquired lease shows up within 1s with its holder and token, then expir
     await page.fill("#prefix", "");
 
     // Expiry: the row is marked and then leaves.
-    await page.waitForSelector(`${row("jobs/nightly")}[data-leaving=expired]`, { timeout: 6000 });
+    await page.waitForSelector(`${row("jobs/nightly")}[data-leaving=expired]`, { timeout: 10_000 });
     await shot(page, "leases-expiring");
-    await page.waitForSelector(row("jobs/nightly"), { state: "detached", timeout: 4000 });
+    await page.waitForSelector(row("jobs/nightly"), { state: "detached", timeout: 6000 });
     await page.click('nav a[data-view="events"]');
-    await page.waitForSelector('#events tr[data-kind=expired][data-name="jobs/nightly"]', { timeout: 2000 });
+    await page.waitForSelector('#events tr[data-kind=expired][data-name="jobs/nightly"]', { timeout: 4000 });
   } finally {
     waiter.kill("SIGKILL");
   }
@@ -106,10 +106,10 @@ test("a write with a stale token shows up rejected in the events and on the time
 
   // The timeline: two terms with their tokens, the stale writes marked.
   await page.click(`#events tr[data-kind=write_rejected] a`);
-  await page.waitForSelector(`#tl-chart .term[data-token="${b.token}"]`, { timeout: 3000 });
-  assert.equal(await page.locator(`#tl-chart .term[data-token="${a.token}"].released`).count(), 1);
-  assert.equal(await page.locator(`#tl-chart .stale[data-token="${a.token}"]`).count(), 2);
-  assert.match(await page.locator("#tl-chart").getAttribute("aria-label"), new RegExp(`A with token ${a.token}, released; B with token ${b.token}, held; 2 stale writes rejected`));
+  await page.waitForSelector(`#tl-list .term[data-token="${b.token}"]`, { timeout: 3000 });
+  assert.equal(await page.locator(`#tl-list .term[data-token="${a.token}"].released`).count(), 1);
+  assert.equal(await page.locator(`#tl-list .stale[data-token="${a.token}"]`).count(), 2);
+  assert.match(await page.locator(".tl-chart").getAttribute("aria-label"), new RegExp(`A with token ${a.token}, released; B with token ${b.token}, held; 2 stale writes rejected`));
   await shot(page, "timeline");
 });
 
