@@ -131,15 +131,15 @@ func toUIRenewals(rs []node.RenewalCount) []uiRenewals {
 // uiSnapshot is the state the page starts from: the live leases with their
 // waiters, the recent activity and the renewal counts.
 type uiSnapshot struct {
-	Node       string         `json:"node"`
-	Now        float64        `json:"now"`
-	Prefix     string         `json:"prefix"`
-	Leases     []uiLease      `json:"leases"`
-	Activities []uiActivity   `json:"activities"`
-	Last       uint64         `json:"last"`
-	Renewals   []uiRenewals   `json:"renewals"`
-	Reason     string         `json:"reason,omitempty"`
-	Status     uiStatusShort  `json:"status"`
+	Node       string        `json:"node"`
+	Now        float64       `json:"now"`
+	Prefix     string        `json:"prefix"`
+	Leases     []uiLease     `json:"leases"`
+	Activities []uiActivity  `json:"activities"`
+	Last       uint64        `json:"last"`
+	Renewals   []uiRenewals  `json:"renewals"`
+	Reason     string        `json:"reason,omitempty"`
+	Status     uiStatusShort `json:"status"`
 }
 
 type uiStatusShort struct {
