@@ -5,7 +5,7 @@
 // printed); with UPDATE_DOCS=1 the views the docs show are copied into
 // docs/img.
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -31,6 +31,13 @@ try {
     env: { ...process.env, TENURED_BIN: join(dir, "tenured"), TENURE_BIN: join(dir, "tenure"), UI_ARTIFACTS: artifacts, NODE_NO_WARNINGS: "1" },
   });
   code = r.status ?? 1;
+  if (code === 0 && process.env.UPDATE_DOCS === "1") {
+    mkdirSync(join(repo, "docs/img"), { recursive: true });
+    for (const name of ["leases", "timeline", "cluster"]) {
+      copyFileSync(join(artifacts, name + ".png"), join(repo, "docs/img", `dashboard-${name}.png`));
+    }
+    console.log("copied the leases, timeline and cluster views into docs/img");
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
