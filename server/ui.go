@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -472,6 +473,7 @@ func (s *Server) uiCluster(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	wg.Wait()
+	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].ID < out.Members[j].ID })
 	writeJSON(w, out)
 }
 

@@ -33,8 +33,8 @@ try {
   code = r.status ?? 1;
   if (code === 0 && process.env.UPDATE_DOCS === "1") {
     mkdirSync(join(repo, "docs/img"), { recursive: true });
-    for (const name of ["leases", "timeline", "cluster"]) {
-      copyFileSync(join(artifacts, name + ".png"), join(repo, "docs/img", `dashboard-${name}.png`));
+    for (const [shot, doc] of [["leases", "leases"], ["timeline", "timeline"], ["cluster-failover", "cluster"]]) {
+      copyFileSync(join(artifacts, shot + ".png"), join(repo, "docs/img", `dashboard-${doc}.png`));
     }
     console.log("copied the leases, timeline and cluster views into docs/img");
   }
