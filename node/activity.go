@@ -95,11 +95,11 @@ type StaleWrite struct {
 // History is what a node remembers of one name: its last terms, oldest
 // first, and its last refused writes.
 type History struct {
-	Name   string
-	Terms  []Term
-	Stale  []StaleWrite
-	Reset  bool // a snapshot install cut the history short
-	Waiter []string
+	Name    string
+	Terms   []Term
+	Stale   []StaleWrite
+	Reset   bool     // a snapshot install cut the history short
+	Waiters []string // the holders queued for the name now, first first
 }
 
 // RenewalCount is how many renewals were applied in one second of
@@ -359,7 +359,7 @@ func (n *Node) Activity(seq uint64, limit int) ActivityPage {
 func (n *Node) History(name string) History {
 	n.fsm.mu.RLock()
 	defer n.fsm.mu.RUnlock()
-	out := History{Name: name, Waiter: n.fsm.st.Waiters(name)}
+	out := History{Name: name, Waiters: n.fsm.st.Waiters(name)}
 	if h := n.fsm.act.names[name]; h != nil {
 		out.Terms = append([]Term(nil), h.terms...)
 		out.Stale = append([]StaleWrite(nil), h.stale...)
@@ -397,16 +397,7 @@ func sortRenewals(rs []RenewalCount) {
 func (n *Node) Waiters(prefix string) map[string][]string {
 	n.fsm.mu.RLock()
 	defer n.fsm.mu.RUnlock()
-	out := make(map[string][]string)
-	for _, l := range n.fsm.st.Leases(prefix) {
-		if _, ok := out[l.Name]; ok {
-			continue
-		}
-		if w := n.fsm.st.Waiters(l.Name); len(w) > 0 {
-			out[l.Name] = w
-		}
-	}
-	return out
+	return n.fsm.st.Queues(prefix)
 }
 
 // SubscribeActivity returns a channel that receives a value (at most one

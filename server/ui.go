@@ -263,13 +263,17 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 		seq = snap.Last
 		return out.send("snapshot", snap)
 	}
+	defer func() {
+		if wt != nil {
+			wt.Cancel()
+		}
+	}()
 	if err := start(""); err != nil {
 		if wt == nil {
 			http.Error(w, "server: "+err.Error(), http.StatusServiceUnavailable)
 		}
 		return
 	}
-	defer func() { wt.Cancel() }()
 
 	for {
 		select {
@@ -392,7 +396,7 @@ func (s *Server) uiHistory(w http.ResponseWriter, r *http.Request) {
 }
 
 func toUIHistory(h node.History, now time.Duration) uiHistoryJSON {
-	out := uiHistoryJSON{Name: h.Name, Now: ms(now), Terms: []uiTerm{}, Stale: []uiStale{}, Waiters: h.Waiter, Reset: h.Reset}
+	out := uiHistoryJSON{Name: h.Name, Now: ms(now), Terms: []uiTerm{}, Stale: []uiStale{}, Waiters: h.Waiters, Reset: h.Reset}
 	for _, t := range h.Terms {
 		ut := uiTerm{Holder: t.Holder, Token: t.Token, Start: ms(t.Start), Writes: t.Writes}
 		if t.Ended != 0 {

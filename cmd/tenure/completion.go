@@ -65,7 +65,7 @@ var commandFlags = map[string][]string{
 	"kv":         nil,
 	"run":        {"--holder", "--ttl", "--limit", "--kill-after", "--verbose"},
 	"elect":      {"--listen", "--ttl"},
-	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--verbose"},
+	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--ui", "--verbose"},
 	"fence":      nil,
 	"completion": nil,
 	"version":    nil,
