@@ -2,7 +2,7 @@
 // cluster and its rates, read from tenured's /ui/api (one Server-Sent
 // Events stream for leases and activity, JSON for the rest). No writes.
 
-import { $, el, fmtDuration, fmtClock, clear } from "./dom";
+import { $, el, fmtDuration, fmtClock } from "./dom";
 import { api, streamEvents, setToken, getToken, AuthError } from "./api";
 import type { Lease, Activity, Snapshot, LeaseEvent, Tick, ClusterView, History, Sample } from "./types";
 import { drawTimeline } from "./timeline";
