@@ -13,19 +13,25 @@ after(async () => {
 
 test("killing the leader of a 3-node cluster shows the new leader", async () => {
   nodes = await startCluster(3);
-  const c = await (await fetch(nodes[0].url("/ui/api/cluster"))).json();
-  const oldLeader = c.leader_id;
-  const leader = nodes.find((n) => n.id === oldLeader);
-  const follower = nodes.find((n) => n.id !== oldLeader);
-  assert.ok(leader && follower, `leader ${oldLeader} among ${nodes.map((n) => n.id)}`);
   await cliOK(nodes.map((n) => n.api).join(","), ["acquire", "svc/scheduler", "--holder", "node-a", "--ttl", "30s"]);
-
   ctx = await browser();
   const page = await ctx.newPage();
   page.on("pageerror", (e) => console.error("page error:", e));
-  await page.goto(follower.url("/ui/#cluster"));
-  const leaderRow = (id) => `#members tbody tr[data-member="${id}"][data-leader=true]`;
-  await page.waitForSelector(leaderRow(oldLeader), { timeout: 3000 });
+  const leaderRow = "#members tbody tr[data-leader=true]";
+
+  // Open the cluster view on a follower and read the leader from it (if
+  // leadership moved to the page's own node meanwhile, go to another).
+  let oldLeader, leader, follower;
+  for (let attempt = 0; ; attempt++) {
+    const c = await (await fetch(nodes[0].url("/ui/api/cluster"))).json();
+    follower = nodes.find((n) => n.id !== c.leader_id);
+    await page.goto(follower.url("/ui/#cluster"));
+    await page.waitForSelector(leaderRow, { timeout: 10_000 });
+    oldLeader = await page.locator(leaderRow).getAttribute("data-member");
+    leader = nodes.find((n) => n.id === oldLeader);
+    if (leader !== follower || attempt === 3) break;
+  }
+  assert.ok(leader && leader !== follower, `leader ${oldLeader}, page on ${follower.id}`);
   assert.equal(await page.locator("#members tbody tr").count(), 3);
   for (const n of nodes) {
     assert.match(await page.locator(`#members tr[data-member="${n.id}"] .role`).textContent(), n.id === oldLeader ? /^leader/ : /^follower/);

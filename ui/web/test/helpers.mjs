@@ -88,7 +88,9 @@ export class Node {
     this.api = `127.0.0.1:${await freePort()}`;
     this.raft = `127.0.0.1:${await freePort()}`;
     const args = ["--node-id", this.id, "--data-dir", this.dataDir, "--listen", this.api, "--raft-listen", this.raft,
-      "--election-timeout", "300ms", "--log-level", "warn"];
+      // Slow raft timing: the machine running the tests may be busy, and
+      // a leader lost to a late heartbeat is not what these tests are about.
+      "--election-timeout", "1s", "--log-level", "warn"];
     if (this.joinAddr) args.push("--join", this.joinAddr);
     const p = spawn(bin("tenured"), args, { stdio: ["ignore", "pipe", "pipe"] });
     this.proc = p;
