@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -32,6 +33,7 @@ type endpoint struct {
 	lease   tenurev1connect.LeaseServiceClient
 	kv      tenurev1connect.KVServiceClient
 	cluster tenurev1connect.ClusterServiceClient
+	batch   *batcher
 }
 
 // New returns a Client for cfg. It does not connect: connections are opened
@@ -44,8 +46,15 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		c.transport = newTransport(cfg.DialTimeout)
+		c.transport = newTransport(cfg.DialTimeout, cfg.TLS)
 		hc = &http.Client{Transport: c.transport}
+	}
+	if cfg.Token != "" {
+		rt := hc.Transport
+		if rt == nil {
+			rt = http.DefaultTransport
+		}
+		hc = &http.Client{Transport: bearer{token: cfg.Token, next: rt}, CheckRedirect: hc.CheckRedirect, Jar: hc.Jar, Timeout: hc.Timeout}
 	}
 	// Requests are small: compressing them costs more CPU than it saves.
 	opts := connect.WithClientOptions(connect.WithGRPC(), connect.WithCompressMinBytes(4<<10))
@@ -55,31 +64,51 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 		base := "http://" + addr
-		c.endpoints = append(c.endpoints, &endpoint{
+		if _, https := splitScheme(e); https || cfg.TLS != nil {
+			base = "https://" + addr
+		}
+		ep := &endpoint{
 			addr:    addr,
 			lease:   tenurev1connect.NewLeaseServiceClient(hc, base, opts),
 			kv:      tenurev1connect.NewKVServiceClient(hc, base, opts),
 			cluster: tenurev1connect.NewClusterServiceClient(hc, base, opts),
-		})
+		}
+		ep.batch = &batcher{ep: ep, timeout: cfg.RequestTimeout}
+		c.endpoints = append(c.endpoints, ep)
 	}
 	return c, nil
 }
 
-// newTransport returns a transport that speaks HTTP/2 without TLS (h2c
-// with prior knowledge), as the gRPC protocol needs, and pings idle
-// connections so a dead server is noticed even by a quiet watch.
-func newTransport(dialTimeout time.Duration) *http.Transport {
+// newTransport returns a transport that speaks HTTP/2, as the gRPC
+// protocol needs: over TLS to https endpoints, without (h2c with prior
+// knowledge) to the others. It pings idle connections so a dead server
+// is noticed even by a quiet watch.
+func newTransport(dialTimeout time.Duration, tlsCfg *tls.Config) *http.Transport {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
+	p.SetHTTP2(true)
 	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		Protocols:   &p,
-		DialContext: d.DialContext,
+		Protocols:       &p,
+		TLSClientConfig: tlsCfg,
+		DialContext:     d.DialContext,
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout: 10 * time.Second,
 			PingTimeout:     5 * time.Second,
 		},
 	}
+}
+
+// bearer adds a bearer token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 // Close closes the Client's idle connections. It does not end watches:

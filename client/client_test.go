@@ -57,7 +57,8 @@ func TestNewValidatesEndpoints(t *testing.T) {
 		wantErr   string
 	}{
 		{nil, "client: no endpoints"},
-		{[]string{"https://a:1"}, "TLS is not supported"},
+		{[]string{"https://a:99999"}, `port "99999" is not a number`},
+		{[]string{"https://127.0.0.1:7400", "http://127.0.0.1:7401/"}, ""},
 		{[]string{"nohost"}, "not host:port"},
 		{[]string{""}, "empty endpoint"},
 		{[]string{"127.0.0.1:99999"}, `port "99999" is not a number from 1 to 65535`},

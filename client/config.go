@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +14,7 @@ import (
 // Config configures a Client.
 type Config struct {
 	// Endpoints are the API addresses of cluster members, as host:port
-	// (an http:// prefix is accepted). Any member serves any request:
+	// (an http:// prefix is accepted; https:// means TLS). Any member serves any request:
 	// followers forward to the leader. Required.
 	Endpoints []string
 	// DialTimeout bounds opening a connection to one endpoint. Ignored when
@@ -28,11 +29,26 @@ type Config struct {
 	RetryBackoff time.Duration
 	// MaxRetryBackoff caps the pause between rounds of retries. Default 1s.
 	MaxRetryBackoff time.Duration
+	// TLS, if set, makes every endpoint https: it verifies the servers
+	// (RootCAs; nil means the system's roots) and may carry a client
+	// certificate. Endpoints written https://host:port use TLS even
+	// without it (with the system's roots). Ignored when HTTPClient is
+	// set.
+	TLS *tls.Config
+	// Token, if set, is sent as a bearer token with every request
+	// (Authorization: Bearer TOKEN); the server names the principal.
+	Token string
 	// HTTPClient carries the requests. It must speak HTTP/2 to plain-text
 	// endpoints (the gRPC protocol needs HTTP/2). Nil means a client of the
 	// Client's own that speaks cleartext HTTP/2 (h2c) and is closed by
 	// Close.
 	HTTPClient *http.Client
+	// NoBatching sends every call in a request of its own. By default,
+	// calls that change state without waiting (Acquire without Wait,
+	// Renew, Release, Put, Delete) made concurrently to the same endpoint
+	// share one Batch request and one raft entry; each still gets its own
+	// result. A lone call goes out at once either way.
+	NoBatching bool
 }
 
 // DefaultConfig returns a Config with the defaults and the local endpoint
@@ -94,12 +110,21 @@ func (c Config) Validate() error {
 
 // normalizeEndpoint returns e as host:port.
 func normalizeEndpoint(e string) (string, error) {
+	addr, _ := splitScheme(e)
+	return checkHostPort(e, addr)
+}
+
+// splitScheme returns e without its http:// or https:// prefix, and
+// whether it was https.
+func splitScheme(e string) (string, bool) {
 	addr := strings.TrimSpace(e)
-	if strings.HasPrefix(addr, "https://") {
-		return "", fmt.Errorf("client: endpoint %q: TLS is not supported yet, use host:port", e)
+	if rest, ok := strings.CutPrefix(addr, "https://"); ok {
+		return strings.TrimSuffix(rest, "/"), true
 	}
-	addr = strings.TrimPrefix(addr, "http://")
-	addr = strings.TrimSuffix(addr, "/")
+	return strings.TrimSuffix(strings.TrimPrefix(addr, "http://"), "/"), false
+}
+
+func checkHostPort(e, addr string) (string, error) {
 	if addr == "" {
 		return "", fmt.Errorf("client: empty endpoint")
 	}

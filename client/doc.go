@@ -3,13 +3,23 @@
 //
 // A Client is given the API addresses of some members (any member serves
 // any request; followers forward to the leader) and speaks gRPC to them
-// over cleartext HTTP/2:
+// over HTTP/2, cleartext or TLS:
 //
 //	c, err := client.New(client.Config{Endpoints: []string{"10.0.0.1:7400", "10.0.0.2:7400"}})
 //	...
 //	l, err := c.Acquire(ctx, "jobs/nightly", "worker-1", 10*time.Second)
 //	if errors.Is(err, client.ErrLeaseHeld) { ... }
 //	_, err = c.Put(ctx, "jobs/nightly/state", data, l.Name, l.Token)
+//
+// # TLS and authentication
+//
+// Config.TLS (or endpoints written https://host:port) speaks TLS: RootCAs
+// verifies the servers and Certificates may carry a client certificate,
+// whose common name is the caller's principal. Config.Token sends a
+// bearer token instead. A server that refuses the credentials answers
+// with the codes unauthenticated or permission_denied (connect.CodeOf); a
+// grant acquired by another principal gives ErrForbidden. A failed TLS
+// handshake (IsTLSError) is not retried.
 //
 // # Fencing
 //

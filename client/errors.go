@@ -2,9 +2,12 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -32,6 +35,12 @@ var (
 	// malformed: an empty or oversized name, a TTL out of bounds, a value
 	// over the limit.
 	ErrInvalid = lease.ErrInvalid
+	// ErrForbidden is matched by the error of Renew, Release, Put, Delete
+	// and Acquire when the grant (or the holder's place in the queue)
+	// belongs to another principal than the caller's: only the principal
+	// that acquired a grant renews, releases or writes with it. Such an
+	// error has the code permission_denied (connect.CodeOf).
+	ErrForbidden = lease.ErrForbidden
 	// ErrUnavailable is matched when the caller's context ended while the
 	// client was still retrying because no endpoint could serve the
 	// request (unreachable, no leader, no quorum). The error also unwraps
@@ -82,11 +91,15 @@ func classify(parent context.Context, err error, p retryPolicy) outcome {
 	}
 	code := connect.CodeOf(err)
 	switch {
+	case IsTLSError(err):
+		// Another endpoint of the same cluster would refuse the same
+		// certificate: retrying only hides the reason.
+		return giveUp
 	case code == connect.CodeUnavailable && connect.IsWireError(err) && !wire.IsIndeterminate(err):
 		// The server itself refused: not the leader, no leader, forwarding
 		// failed before the leader took the request.
 		return tryNext
-	case isDialError(err):
+	case isDialError(err), errors.Is(err, errNotSent):
 		return tryNext
 	case code == connect.CodeUnavailable, code == connect.CodeDeadlineExceeded,
 		code == connect.CodeCanceled:
@@ -100,6 +113,52 @@ func classify(parent context.Context, err error, p retryPolicy) outcome {
 		return indeterminate
 	}
 	return giveUp
+}
+
+// IsTLSError reports whether err is a failed TLS handshake: a server
+// certificate that does not verify, a client certificate the server
+// refused (a TLS alert), or TLS spoken to a plain-text port.
+func IsTLSError(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[tls.AlertError](err); ok {
+		return true
+	}
+	if isRemoteTLSAlert(err) {
+		return true
+	}
+	if err != nil && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		// net/http's own error for TLS spoken to a plain-text port.
+		return true
+	}
+	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return true
+	}
+	_, ok := errors.AsType[x509.CertificateInvalidError](err)
+	return ok
+}
+
+// isRemoteTLSAlert reports whether err is a TLS alert the server sent:
+// it refused the client's certificate (none, expired, unknown CA).
+func isRemoteTLSAlert(err error) bool {
+	op, ok := errors.AsType[*net.OpError](err)
+	return ok && op.Op == "remote error"
+}
+
+// IsCertificateRefused reports whether err is the server refusing the
+// client's certificate during the TLS handshake.
+func IsCertificateRefused(err error) bool {
+	if _, ok := errors.AsType[tls.AlertError](err); ok {
+		return true
+	}
+	return isRemoteTLSAlert(err)
 }
 
 // isDialError reports whether err is a failure to open a connection, so

@@ -28,9 +28,10 @@ type KV struct {
 // key, which would misreport the outcome. Such a Put fails with an error
 // matching ErrIndeterminate; read the key to find out.
 func (c *Client) Put(ctx context.Context, key string, value []byte, leaseName string, token uint64) (uint64, error) {
-	res, _, err := unary(ctx, c, retryUnsent,
-		&tenurev1.KVPutRequest{Key: key, Value: value, Lease: leaseName, Token: token},
-		kvService, tenurev1connect.KVServiceClient.Put)
+	req := &tenurev1.KVPutRequest{Key: key, Value: value, Lease: leaseName, Token: token}
+	res, _, err := unaryOrBatched(ctx, c, retryUnsent, req,
+		kvService, tenurev1connect.KVServiceClient.Put,
+		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Put{Put: req}}, (*tenurev1.BatchResult).GetPut)
 	if err != nil {
 		return 0, err
 	}
@@ -79,9 +80,10 @@ type KVListOptions struct {
 // Delete removes key, fenced like Put, and returns the store revision of
 // the deletion. Like Put it is not retried once possibly delivered.
 func (c *Client) Delete(ctx context.Context, key, leaseName string, token uint64) (uint64, error) {
-	res, _, err := unary(ctx, c, retryUnsent,
-		&tenurev1.KVDeleteRequest{Key: key, Lease: leaseName, Token: token},
-		kvService, tenurev1connect.KVServiceClient.Delete)
+	req := &tenurev1.KVDeleteRequest{Key: key, Lease: leaseName, Token: token}
+	res, _, err := unaryOrBatched(ctx, c, retryUnsent, req,
+		kvService, tenurev1connect.KVServiceClient.Delete,
+		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Delete{Delete: req}}, (*tenurev1.BatchResult).GetDelete)
 	if err != nil {
 		return 0, err
 	}

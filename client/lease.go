@@ -153,6 +153,18 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 			defer cancel()
 		}
 		sent = time.Now()
+		if !req.Wait {
+			br, err := c.batched(ctx, ep, &tenurev1.BatchOp{Op: &tenurev1.BatchOp_Acquire{Acquire: req}})
+			switch {
+			case err == nil:
+				if res = br.GetAcquire(); res == nil {
+					return fmt.Errorf("client: a batched acquire returned %T", br.GetResult())
+				}
+				return nil
+			case !errors.Is(err, errNoBatch):
+				return err
+			}
+		}
 		r, err := ep.lease.Acquire(ctx, connect.NewRequest(req))
 		if err != nil {
 			return err
@@ -207,8 +219,9 @@ func (c *Client) Renew(ctx context.Context, refs ...Ref) ([]RenewResult, error) 
 		}
 		req.Leases = append(req.Leases, pr)
 	}
-	res, sent, err := unary(ctx, c, retryAlways, req,
-		leaseService, tenurev1connect.LeaseServiceClient.Renew)
+	res, sent, err := unaryOrBatched(ctx, c, retryAlways, req,
+		leaseService, tenurev1connect.LeaseServiceClient.Renew,
+		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Renew{Renew: req}}, (*tenurev1.BatchResult).GetRenew)
 	if err != nil {
 		return nil, err
 	}
@@ -242,8 +255,10 @@ func (c *Client) RenewOne(ctx context.Context, name string, token uint64) (Lease
 // the current grant fails with ErrStaleToken. A release that may have been
 // delivered is not retried (see ErrIndeterminate).
 func (c *Client) Release(ctx context.Context, name string, token uint64) error {
-	_, _, err := unary(ctx, c, retryUnsent, &tenurev1.ReleaseRequest{Name: name, Token: token},
-		leaseService, tenurev1connect.LeaseServiceClient.Release)
+	req := &tenurev1.ReleaseRequest{Name: name, Token: token}
+	_, _, err := unaryOrBatched(ctx, c, retryUnsent, req,
+		leaseService, tenurev1connect.LeaseServiceClient.Release,
+		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Release{Release: req}}, (*tenurev1.BatchResult).GetRelease)
 	return err
 }
 

@@ -34,6 +34,9 @@ const (
 	// fLimit: after the ref TTLs, the semaphore limit (uvarint). Added
 	// with semaphores.
 	fLimit
+	// fPrincipal: after the limit, the authenticated caller (string).
+	// Added with authentication; entries written before it never have it.
+	fPrincipal
 )
 
 // AppendBatch appends the binary encoding of b to buf.
@@ -76,6 +79,7 @@ func appendOp(buf []byte, op Op) []byte {
 		set(r.TTL != 0, fRefTTLs)
 	}
 	set(op.Limit != 0, fLimit)
+	set(op.Principal != "", fPrincipal)
 	buf = append(buf, byte(op.Type))
 	buf = binary.AppendUvarint(buf, flags)
 	if flags&fName != 0 {
@@ -116,6 +120,9 @@ func appendOp(buf []byte, op Op) []byte {
 	}
 	if flags&fLimit != 0 {
 		buf = binary.AppendUvarint(buf, uint64(op.Limit))
+	}
+	if flags&fPrincipal != 0 {
+		buf = appendString(buf, op.Principal)
 	}
 	return buf
 }
@@ -221,7 +228,7 @@ func (d *decoder) op() Op {
 		return Op{}
 	}
 	flags := d.uvarint("flags")
-	if flags >= fLimit<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
+	if flags >= fPrincipal<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
 		d.fail("flags")
 	}
 	if flags&fName != 0 {
@@ -267,6 +274,9 @@ func (d *decoder) op() Op {
 			d.fail("limit")
 		}
 		op.Limit = int(limit)
+	}
+	if flags&fPrincipal != 0 {
+		op.Principal = d.string("principal")
 	}
 	return op
 }

@@ -3,6 +3,7 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -11,6 +12,9 @@ const (
 	ReasonLeaseHeld  = "LEASE_HELD"
 	ReasonStaleToken = "STALE_TOKEN"
 	ReasonNotFound   = "NOT_FOUND"
+	// ReasonForbidden goes with permission_denied: the grant belongs to
+	// another principal.
+	ReasonForbidden = "FORBIDDEN"
 )
 
 var (
@@ -28,7 +32,36 @@ var (
 	// names, TTLs out of bounds, values over the limit. Errors wrapping it
 	// describe the field.
 	ErrInvalid = errors.New("lease: invalid argument")
+	// ErrForbidden is returned by Acquire, Renew, Release, Put and Delete
+	// when the grant was acquired by another principal. The error is a
+	// *ForbiddenError.
+	ErrForbidden = errors.New("lease: not permitted")
 )
+
+// ForbiddenError reports an operation on a grant that another principal
+// acquired. It does not name that principal.
+type ForbiddenError struct {
+	Name      string
+	Token     uint64
+	Principal string // the caller
+	Action    string // "renew", "release", "write with", "acquire"
+}
+
+func (e *ForbiddenError) Error() string {
+	who := strconv.Quote(e.Principal)
+	if e.Principal == "" {
+		who = "an unauthenticated caller"
+	}
+	if e.Action == "acquire" {
+		return fmt.Sprintf("lease: %q: the holder's grant or place in the queue belongs to another principal; %s may not take it over (use a holder name of your own)",
+			e.Name, who)
+	}
+	return fmt.Sprintf("lease: %q token %d was acquired by another principal; %s may not %s it (only the principal that acquired a grant renews, releases or writes with it)",
+		e.Name, e.Token, who, e.Action)
+}
+
+// Unwrap makes errors.Is(err, ErrForbidden) true.
+func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
 
 // HeldError reports that a lease is held by another holder. For a
 // semaphore with every slot held, Limit is its limit and Holder, Token
@@ -79,6 +112,8 @@ func Reason(err error) string {
 		return ReasonStaleToken
 	case errors.Is(err, ErrNotFound):
 		return ReasonNotFound
+	case errors.Is(err, ErrForbidden):
+		return ReasonForbidden
 	}
 	return ""
 }

@@ -12,7 +12,7 @@ type OpType uint8
 // The operations. The numeric values are part of the log format: never
 // renumber them.
 const (
-	OpAcquire    OpType = 1  // Name, Holder, TTL, Wait, WaitTimeout, Limit
+	OpAcquire    OpType = 1  // Name, Holder, TTL, Wait, WaitTimeout, Limit, Principal
 	OpRenew      OpType = 2  // Refs
 	OpRelease    OpType = 3  // Name, Token
 	OpExpire     OpType = 4  // (uses the batch time)
@@ -21,7 +21,7 @@ const (
 	OpPut        OpType = 7  // Key, Value, Name (lease), Token
 	OpKVGet      OpType = 8  // Key
 	OpDelete     OpType = 9  // Key, Name (lease), Token
-	OpCancelWait OpType = 10 // Name, Holder
+	OpCancelWait OpType = 10 // Name, Holder, Principal
 	OpKVList     OpType = 11 // Prefix
 )
 
@@ -65,6 +65,12 @@ type Op struct {
 	// of Name at once, each with its own slot and token. 0 and 1 mean a
 	// plain lease (one holder).
 	Limit int
+	// Principal is the authenticated caller, set by the server ("" when
+	// the server authenticates nobody). An OpAcquire records it in the
+	// grant; an OpRenew, OpRelease, OpPut or OpDelete of a grant with a
+	// principal is refused with ErrForbidden unless it comes from the
+	// same one.
+	Principal string
 }
 
 // Batch is the unit of replication: operations stamped with one cluster
@@ -88,6 +94,10 @@ type Lease struct {
 	// Limit is the semaphore limit of Name (at most Limit slots held at
 	// once), or 0 for a plain lease.
 	Limit int `json:",omitempty"`
+	// Principal is the authenticated caller that acquired the grant, or
+	// "" if the server authenticated nobody. Only that principal may
+	// renew or release the grant or write with its token.
+	Principal string `json:",omitempty"`
 }
 
 // Remaining returns how long the lease has left at cluster time now.

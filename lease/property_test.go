@@ -565,6 +565,9 @@ func snapOf(t *rapid.T, s *State) []byte {
 	if err := s.WriteSnapshot(&buf); err != nil {
 		t.Fatalf("WriteSnapshot: %v", err)
 	}
+	if want := encodeWholeSnapshot(s); !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("WriteSnapshot differs from encoding the whole snapshot at once:\n%s\n%s", buf.Bytes(), want)
+	}
 	return buf.Bytes()
 }
 
@@ -672,8 +675,13 @@ func TestProperties(t *testing.T) {
 			if n := len(s.expiries); n > 2*s.Len()+64 {
 				t.Fatalf("expiry heap holds %d entries for %d grants", n, s.Len())
 			}
+			for name, ls := range s.leases.all() {
+				if p, q := s.leases.one[name], s.leases.many[name]; len(ls) == 0 || p != nil && q != nil || len(q) == 1 {
+					t.Fatalf("grants of %s kept wrongly: one %v, many %v", name, p, q)
+				}
+			}
 			for name := range s.queues {
-				if _, ok := s.leases[name]; !ok {
+				if len(s.leases.get(name)) == 0 {
 					t.Fatalf("queue for %s, which has no lease", name)
 				}
 			}

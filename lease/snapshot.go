@@ -1,11 +1,17 @@
 package lease
 
 import (
+	"bufio"
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strings"
 	"time"
+	"unique"
 )
 
 // Snapshot format versions. ReadSnapshot reads every one of them, forever.
@@ -16,9 +22,15 @@ import (
 // version 1 while no semaphore is held or waited for, so a state without
 // semaphores gives the same bytes as before they existed (and a node that
 // predates them can still restore it).
+//
+// Version 3 adds the principal that acquired a grant or queued a waiter
+// ("Principal"). It is written only when some grant or waiter has one, so
+// a node that predates it refuses such a snapshot instead of dropping
+// the principals.
 const (
 	snapshotV1 = 1
 	snapshotV2 = 2
+	snapshotV3 = 3
 )
 
 type snapshot struct {
@@ -43,30 +55,139 @@ type snapshotKey struct {
 }
 
 // WriteSnapshot writes the whole state to w in a versioned format. Output is
-// deterministic: equal states give equal bytes.
+// deterministic: equal states give equal bytes. It is Capture().Write(w).
 func (s *State) WriteSnapshot(w io.Writer) error {
-	snap := snapshot{Version: snapshotV1, Now: s.now, LastToken: s.lastToken, Revision: s.revision}
-	for _, name := range sortedKeys(s.leases) {
-		for _, l := range s.leases[name] {
-			snap.Leases = append(snap.Leases, *l)
-			if l.Limit != 0 {
-				snap.Version = snapshotV2
+	return s.Capture().Write(w)
+}
+
+// Capture is a copy of a State at one moment, taken cheaply (it shares
+// the grants and values, which the State never changes once stored) and
+// written later, while the State moves on. A raft snapshot captures in
+// the state machine's goroutine and writes in another, so applying does
+// not wait for the encoding, and the encoding never holds the whole
+// snapshot in memory.
+type Capture struct {
+	now       time.Duration
+	lastToken uint64
+	revision  uint64
+	leases    []*Lease
+	queues    []snapshotQueue
+	kv        []snapshotKey
+}
+
+// Capture returns a copy of s as it is now. It costs a pointer per grant
+// and a copy of the waiters and of the key index; sorting and encoding
+// are left to Write.
+func (s *State) Capture() *Capture {
+	c := &Capture{now: s.now, lastToken: s.lastToken, revision: s.revision}
+	n := 0
+	for _, ls := range s.leases.all() {
+		n += len(ls)
+	}
+	c.leases = make([]*Lease, 0, n)
+	for _, ls := range s.leases.all() {
+		c.leases = append(c.leases, ls...)
+	}
+	c.queues = make([]snapshotQueue, 0, len(s.queues))
+	for name, q := range s.queues {
+		c.queues = append(c.queues, snapshotQueue{Name: name, Waiters: slices.Clone(q)})
+	}
+	c.kv = make([]snapshotKey, 0, len(s.kv))
+	for key, f := range s.kv {
+		c.kv = append(c.kv, snapshotKey{Key: key, Fence: f.Token, Entry: f.Entry})
+	}
+	return c
+}
+
+// Write writes the captured state to w, one element at a time: the same
+// bytes as encoding/json's encoder gives for the whole snapshot at once,
+// sorted by name (grants of a semaphore by token) and key, version 1
+// unless a semaphore is held or waited for (2) or a grant or waiter has a
+// principal (3).
+func (c *Capture) Write(w io.Writer) error {
+	slices.SortFunc(c.leases, func(a, b *Lease) int {
+		if n := strings.Compare(a.Name, b.Name); n != 0 {
+			return n
+		}
+		return cmp.Compare(a.Token, b.Token)
+	})
+	slices.SortFunc(c.queues, func(a, b snapshotQueue) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(c.kv, func(a, b snapshotKey) int { return strings.Compare(a.Key, b.Key) })
+	version := snapshotV1
+	for _, l := range c.leases {
+		if l.Limit != 0 {
+			version = max(version, snapshotV2)
+		}
+		if l.Principal != "" {
+			version = snapshotV3
+		}
+	}
+	for _, q := range c.queues {
+		for _, wt := range q.Waiters {
+			if wt.Limit != 0 {
+				version = max(version, snapshotV2)
+			}
+			if wt.Principal != "" {
+				version = snapshotV3
 			}
 		}
 	}
-	for _, name := range sortedKeys(s.queues) {
-		snap.Queues = append(snap.Queues, snapshotQueue{Name: name, Waiters: s.queues[name]})
-		for _, w := range s.queues[name] {
-			if w.Limit != 0 {
-				snap.Version = snapshotV2
+	bw := bufio.NewWriterSize(w, 64<<10)
+	ew := &errWriter{w: bw}
+	head, err := json.Marshal(snapshot{Version: version, Now: c.now, LastToken: c.lastToken, Revision: c.revision})
+	if err != nil {
+		return err
+	}
+	// head ends with "leases":null,"queues":null,"kv":null}: write it up
+	// to the first of them, then the three arrays.
+	cut := bytes.Index(head, []byte(`"leases":`))
+	ew.write(head[:cut])
+	writeArray(ew, "leases", c.leases, false)
+	writeArray(ew, "queues", c.queues, false)
+	writeArray(ew, "kv", c.kv, true)
+	ew.write([]byte("}\n"))
+	if ew.err != nil {
+		return ew.err
+	}
+	return bw.Flush()
+}
+
+// writeArray writes "name":[...] (or null for no elements, as
+// encoding/json writes a nil slice), and a comma unless last.
+func writeArray[E any](ew *errWriter, name string, elems []E, last bool) {
+	ew.write([]byte(`"` + name + `":`))
+	if len(elems) == 0 {
+		ew.write([]byte("null"))
+	} else {
+		ew.write([]byte("["))
+		for i, e := range elems {
+			if i > 0 {
+				ew.write([]byte(","))
 			}
+			b, err := json.Marshal(e)
+			if err != nil {
+				ew.err = cmp.Or(ew.err, err)
+				return
+			}
+			ew.write(b)
 		}
+		ew.write([]byte("]"))
 	}
-	for _, key := range sortedKeys(s.kv) {
-		f := s.kv[key]
-		snap.KV = append(snap.KV, snapshotKey{Key: key, Fence: f.Token, Entry: f.Entry})
+	if !last {
+		ew.write([]byte(","))
 	}
-	return json.NewEncoder(w).Encode(&snap)
+}
+
+// errWriter writes until the first error and keeps it.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) write(b []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
 }
 
 // ReadSnapshot reads a state written by WriteSnapshot.
@@ -75,8 +196,8 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := json.NewDecoder(r).Decode(&snap); err != nil {
 		return nil, fmt.Errorf("lease: read snapshot: %w", err)
 	}
-	if snap.Version != snapshotV1 && snap.Version != snapshotV2 {
-		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d or %d)", snap.Version, snapshotV1, snapshotV2)
+	if snap.Version < snapshotV1 || snap.Version > snapshotV3 {
+		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV3)
 	}
 	s := New()
 	s.now, s.lastToken, s.revision = snap.Now, snap.LastToken, snap.Revision
@@ -85,10 +206,11 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		if l.Token > s.lastToken {
 			return nil, fmt.Errorf("lease: snapshot has token %d above its last token %d", l.Token, s.lastToken)
 		}
-		if err := checkSlot(snap.Version, s.leases[l.Name], l); err != nil {
+		if err := checkSlot(snap.Version, s.leases.get(l.Name), l); err != nil {
 			return nil, err
 		}
-		s.leases[l.Name] = append(s.leases[l.Name], l)
+		l.Holder, l.Principal = unique.Make(l.Holder).Value(), unique.Make(l.Principal).Value()
+		s.leases.set(l.Name, append(s.leases.get(l.Name), l))
 		s.pushExpiry(l)
 	}
 	for _, q := range snap.Queues {
@@ -106,6 +228,8 @@ func checkSlot(v int, ls []*Lease, l *Lease) error {
 	switch {
 	case v == snapshotV1 && l.Limit != 0:
 		return fmt.Errorf("lease: version 1 snapshot has a limit on %q", l.Name)
+	case v < snapshotV3 && l.Principal != "":
+		return fmt.Errorf("lease: version %d snapshot has a principal on %q", v, l.Name)
 	case l.Limit < 0 || l.Limit == 1:
 		return fmt.Errorf("lease: snapshot has the limit %d on %q", l.Limit, l.Name)
 	case len(ls) == 0:

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unique"
 )
 
 // EventType says what happened to a lease.
@@ -80,6 +81,8 @@ type waiter struct {
 	// Limit is the semaphore limit the waiter asked for (0 for a plain
 	// lease); it always equals the live limit of the name when queued.
 	Limit int `json:",omitempty"`
+	// Principal is the caller that queued, recorded in its grant.
+	Principal string `json:",omitempty"`
 }
 
 type fence struct {
@@ -96,7 +99,7 @@ type State struct {
 	// leases holds the grants of each name: one for a plain lease, up to
 	// its limit for a semaphore, in the order granted (so by token). A
 	// name with no grant has no entry.
-	leases   map[string][]*Lease
+	leases   grantIndex
 	queues   map[string][]waiter
 	kv       map[string]*fence
 	expiries expiryHeap
@@ -105,7 +108,7 @@ type State struct {
 // New returns an empty state at cluster time zero.
 func New() *State {
 	return &State{
-		leases: make(map[string][]*Lease),
+		leases: newGrantIndex(),
 		queues: make(map[string][]waiter),
 		kv:     make(map[string]*fence),
 	}
@@ -125,7 +128,7 @@ func (s *State) Revision() uint64 { return s.revision }
 // freed by an OpExpire yet.
 func (s *State) Len() int {
 	n := 0
-	for _, ls := range s.leases {
+	for _, ls := range s.leases.all() {
 		n += len(ls)
 	}
 	return n
@@ -135,7 +138,7 @@ func (s *State) Len() int {
 // applied batch: stored and not expired.
 func (s *State) Live() int {
 	n := 0
-	for _, ls := range s.leases {
+	for _, ls := range s.leases.all() {
 		for _, l := range ls {
 			if l.ExpiresAt > s.now {
 				n++
@@ -148,7 +151,7 @@ func (s *State) Live() int {
 // Lease returns the stored grant of name, live or not yet freed; for a
 // semaphore, the slot granted first (Slots has them all).
 func (s *State) Lease(name string) (Lease, bool) {
-	ls := s.leases[name]
+	ls := s.leases.get(name)
 	if len(ls) == 0 {
 		return Lease{}, false
 	}
@@ -159,7 +162,7 @@ func (s *State) Lease(name string) (Lease, bool) {
 // order granted.
 func (s *State) Slots(name string) []Lease {
 	var out []Lease
-	for _, l := range s.leases[name] {
+	for _, l := range s.leases.get(name) {
 		out = append(out, *l)
 	}
 	return out
@@ -167,12 +170,28 @@ func (s *State) Slots(name string) []Lease {
 
 // slot returns the stored grant of name with token, or nil.
 func (s *State) slot(name string, token uint64) *Lease {
-	for _, l := range s.leases[name] {
+	for _, l := range s.leases.get(name) {
 		if l.Token == token {
 			return l
 		}
 	}
 	return nil
+}
+
+// update replaces the stored grant l with a copy changed by change and
+// returns the copy. A stored *Lease never changes, so a Capture can keep
+// pointers to the grants while the state moves on.
+func (s *State) update(l *Lease, change func(*Lease)) *Lease {
+	nl := *l
+	change(&nl)
+	ls := s.leases.get(l.Name)
+	for i := range ls {
+		if ls[i] == l {
+			ls[i] = &nl
+			break
+		}
+	}
+	return &nl
 }
 
 // effectiveLimit is how many holders a grant's name allows: a plain
@@ -276,6 +295,11 @@ func (a *applier) apply(op Op) Result {
 		e.Value = append([]byte(nil), e.Value...)
 		return Result{Entry: e}
 	case OpCancelWait:
+		for _, w := range a.s.queues[op.Name] {
+			if w.Holder == op.Holder && w.Principal != "" && w.Principal != op.Principal {
+				return Result{Err: &ForbiddenError{Name: op.Name, Principal: op.Principal, Action: "acquire"}}
+			}
+		}
 		a.removeWaiter(op.Name, op.Holder)
 		return Result{}
 	case OpKVList:
@@ -304,14 +328,14 @@ func copyLeases(ls []*Lease) []Lease {
 // granted.
 func (a *applier) live(name string) []*Lease {
 	a.settle(name)
-	return a.s.leases[name]
+	return a.s.leases.get(name)
 }
 
 // settle frees the grants of name that have expired by a.now, in the
 // order granted, and then grants free slots to the first waiters still
 // waiting.
 func (a *applier) settle(name string) {
-	ls := a.s.leases[name]
+	ls := a.s.leases.get(name)
 	kept := ls[:0:0]
 	for _, l := range ls {
 		if l.ExpiresAt > a.now {
@@ -327,11 +351,7 @@ func (a *applier) settle(name string) {
 }
 
 func (a *applier) setSlots(name string, ls []*Lease) {
-	if len(ls) == 0 {
-		delete(a.s.leases, name)
-	} else {
-		a.s.leases[name] = ls
-	}
+	a.s.leases.set(name, ls)
 }
 
 // grantWaiters grants name to waiters, first first, while it has a free
@@ -339,7 +359,7 @@ func (a *applier) setSlots(name string, ls []*Lease) {
 func (a *applier) grantWaiters(name string) {
 	q := a.s.queues[name]
 	for len(q) > 0 {
-		ls := a.s.leases[name]
+		ls := a.s.leases.get(name)
 		if len(ls) > 0 && len(ls) >= effectiveLimit(ls[0].Limit) {
 			break
 		}
@@ -353,7 +373,7 @@ func (a *applier) grantWaiters(name string) {
 			// queued), but a log must apply the same way forever.
 			continue
 		}
-		a.grant(name, w.Holder, w.TTL, w.Limit)
+		a.grant(name, w.Holder, w.TTL, w.Limit, w.Principal)
 	}
 	if len(q) == 0 {
 		delete(a.s.queues, name)
@@ -362,21 +382,24 @@ func (a *applier) grantWaiters(name string) {
 	}
 }
 
-func (a *applier) grant(name, holder string, ttl time.Duration, limit int) *Lease {
+func (a *applier) grant(name, holder string, ttl time.Duration, limit int, principal string) *Lease {
 	a.s.lastToken++
 	if limit <= 1 {
 		limit = 0 // a plain lease
 	}
 	l := &Lease{
-		Name:      name,
-		Holder:    holder,
+		Name: name,
+		// Holders and principals repeat (a process holds many names
+		// under one holder ID): keep one copy of each.
+		Holder:    unique.Make(holder).Value(),
 		Token:     a.s.lastToken,
 		TTL:       ttl,
 		GrantedAt: a.now,
 		ExpiresAt: a.now + ttl,
 		Limit:     limit,
+		Principal: unique.Make(principal).Value(),
 	}
-	a.s.leases[name] = append(a.s.leases[name], l)
+	a.s.leases.set(name, append(a.s.leases.get(name), l))
 	a.s.pushExpiry(l)
 	a.emit(EventGranted, *l)
 	return l
@@ -388,7 +411,7 @@ func (s *State) pushExpiry(l *Lease) {
 	// entries only as they reach the top, and a Manager never calls it, so
 	// compact once the heap is much larger than the set of leases. Which
 	// stale entries the heap holds never changes what Apply does.
-	if n := len(s.expiries); n > 64 && n > 2*len(s.leases) && n > 2*s.Len() {
+	if n := len(s.expiries); n > 64 && n > 2*s.leases.names() && n > 2*s.Len() {
 		s.compactExpiries()
 	}
 }
@@ -400,7 +423,7 @@ func (s *State) compactExpiries() {
 		name  string
 		token uint64
 	}
-	seen := make(map[grant]bool, len(s.leases))
+	seen := make(map[grant]bool, s.leases.names())
 	for _, e := range s.expiries {
 		g := grant{e.name, e.token}
 		if l := s.slot(e.name, e.token); l != nil && !seen[g] && l.ExpiresAt == e.at {
@@ -415,8 +438,13 @@ func (s *State) compactExpiries() {
 
 func (a *applier) acquire(op Op) Result {
 	ls := a.live(op.Name)
+	for _, w := range a.s.queues[op.Name] {
+		if w.Holder == op.Holder && w.Principal != "" && w.Principal != op.Principal {
+			return Result{Err: &ForbiddenError{Name: op.Name, Principal: op.Principal, Action: "acquire"}}
+		}
+	}
 	if len(ls) == 0 {
-		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit)}
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal)}
 	}
 	if limit := effectiveLimit(ls[0].Limit); effectiveLimit(op.Limit) != limit {
 		// The limit of a name is fixed by its first grant while any
@@ -426,9 +454,14 @@ func (a *applier) acquire(op Op) Result {
 	}
 	for _, l := range ls {
 		if l.Holder == op.Holder {
+			if err := owns(l, op.Principal, "acquire"); err != nil {
+				return Result{Err: err}
+			}
 			// Re-acquire by the holder is a renewal: same token, new TTL.
-			l.TTL = op.TTL
-			l.ExpiresAt = a.now + op.TTL
+			l = a.s.update(l, func(l *Lease) {
+				l.TTL = op.TTL
+				l.ExpiresAt = a.now + op.TTL
+			})
 			a.s.pushExpiry(l)
 			a.removeWaiter(op.Name, op.Holder)
 			return Result{Lease: *l}
@@ -437,7 +470,7 @@ func (a *applier) acquire(op Op) Result {
 	if len(ls) < effectiveLimit(ls[0].Limit) {
 		// A free slot. Waiters are granted as soon as a slot frees, so
 		// none is waiting for this one.
-		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit)}
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal)}
 	}
 	// Report the grant that expires first: the soonest a slot frees
 	// without a release.
@@ -464,7 +497,7 @@ func (a *applier) enqueue(op Op) {
 	if limit <= 1 {
 		limit = 0
 	}
-	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: a.now + op.WaitTimeout, Limit: limit}
+	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: a.now + op.WaitTimeout, Limit: limit, Principal: op.Principal}
 	q := a.s.queues[op.Name]
 	for i := range q {
 		if q[i].Holder == op.Holder {
@@ -491,6 +524,16 @@ func (a *applier) removeWaiter(name, holder string) {
 	}
 }
 
+// owns returns a *ForbiddenError if grant l was acquired by another
+// principal than the caller's. A grant with no principal (acquired while
+// the server authenticated nobody) is anyone's.
+func owns(l *Lease, principal, action string) error {
+	if l.Principal == "" || l.Principal == principal {
+		return nil
+	}
+	return &ForbiddenError{Name: l.Name, Token: l.Token, Principal: principal, Action: action}
+}
+
 // check returns the live grant of name with token: the current grant of
 // a lease, or a held slot of a semaphore.
 func (a *applier) check(name string, token uint64) (*Lease, error) {
@@ -514,14 +557,19 @@ func (a *applier) renew(op Op) Result {
 	for i, r := range op.Refs {
 		res[i].Ref = r
 		l, err := a.check(r.Name, r.Token)
+		if err == nil {
+			err = owns(l, op.Principal, "renew")
+		}
 		if err != nil {
 			res[i].Err = err
 			continue
 		}
-		if r.TTL != 0 {
-			l.TTL = r.TTL
-		}
-		l.ExpiresAt = a.now + l.TTL
+		l = a.s.update(l, func(l *Lease) {
+			if r.TTL != 0 {
+				l.TTL = r.TTL
+			}
+			l.ExpiresAt = a.now + l.TTL
+		})
 		a.s.pushExpiry(l)
 		res[i].Lease = *l
 	}
@@ -530,10 +578,13 @@ func (a *applier) renew(op Op) Result {
 
 func (a *applier) release(op Op) Result {
 	l, err := a.check(op.Name, op.Token)
+	if err == nil {
+		err = owns(l, op.Principal, "release")
+	}
 	if err != nil {
 		return Result{Err: err}
 	}
-	ls := a.s.leases[op.Name]
+	ls := a.s.leases.get(op.Name)
 	kept := make([]*Lease, 0, len(ls)-1)
 	for _, o := range ls {
 		if o != l {
@@ -558,7 +609,7 @@ func (a *applier) expireAll() {
 
 func (a *applier) list(prefix string) Result {
 	var names []string
-	for name := range a.s.leases {
+	for name := range a.s.leases.all() {
 		if strings.HasPrefix(name, prefix) {
 			names = append(names, name)
 		}
@@ -576,7 +627,11 @@ func (a *applier) list(prefix string) Result {
 // fenceCheck applies the store's rule: the token must be the current grant of
 // the lease and not lower than the last token accepted for the key.
 func (a *applier) fenceCheck(op Op) (*fence, error) {
-	if _, err := a.check(op.Name, op.Token); err != nil {
+	l, err := a.check(op.Name, op.Token)
+	if err != nil {
+		return nil, err
+	}
+	if err := owns(l, op.Principal, "write with"); err != nil {
 		return nil, err
 	}
 	f := a.s.kv[op.Key]
@@ -654,9 +709,9 @@ func (h *expiryHeap) Pop() any {
 // OpExpire. It does not change the state.
 func (s *State) Leases(prefix string) []Lease {
 	var out []Lease
-	for _, name := range sortedKeys(s.leases) {
+	for _, name := range s.leases.sortedNames() {
 		if strings.HasPrefix(name, prefix) {
-			for _, l := range s.leases[name] {
+			for _, l := range s.leases.get(name) {
 				out = append(out, *l)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tenure-io/tenure/internal/tlsconfig"
 	"io"
 	"log/slog"
 	"time"
@@ -30,6 +31,10 @@ type Config struct {
 	// RaftAdvertise is the raft address other nodes dial. Default: the
 	// bound address.
 	RaftAdvertise string
+	// PeerTLS, if set, runs raft over mutual TLS: every raft connection,
+	// both ways, presents a certificate from the cluster's CA, before the
+	// cluster-ID handshake. Nil: plain TCP.
+	PeerTLS *tlsconfig.Peer
 	// APIAddr is the client API address other nodes forward requests to.
 	APIAddr string
 	// Bootstrap makes the node start a new single-node cluster when it has

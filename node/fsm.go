@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -135,9 +136,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 }
 
 // fsmSnapshot is the node's snapshot format: a versioned header line with
-// the members, then the lease state's own snapshot.
+// the members, then the lease state's own snapshot. Snapshot only
+// captures the state (in the FSM's goroutine, so applying waits only for
+// that); Persist encodes and writes it in raft's snapshot goroutine.
 type fsmSnapshot struct {
-	data []byte
+	header []byte
+	state  *lease.Capture
 }
 
 type snapshotHeader struct {
@@ -153,18 +157,26 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err := json.NewEncoder(&buf).Encode(snapshotHeader{Version: 1, Members: f.members, ClusterID: f.clusterID}); err != nil {
 		return nil, err
 	}
-	if err := f.st.WriteSnapshot(&buf); err != nil {
-		return nil, err
-	}
-	return &fsmSnapshot{data: buf.Bytes()}, nil
+	return &fsmSnapshot{header: buf.Bytes(), state: f.st.Capture()}, nil
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s.data); err != nil {
+	_, err := sink.Write(s.header)
+	if err == nil {
+		err = s.state.Write(sink)
+	}
+	if err != nil {
 		sink.Cancel()
 		return err
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	// The encoding's garbage is as large as the state: give it back to
+	// the operating system now rather than bit by bit, so that memory
+	// after a snapshot is the state's, not the snapshot's high-water mark.
+	debug.FreeOSMemory()
+	return nil
 }
 
 func (s *fsmSnapshot) Release() {}

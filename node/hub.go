@@ -240,8 +240,8 @@ func (n *Node) Acquire(ctx context.Context, op lease.Op) (lease.Result, error) {
 		// Leave the queue; if the grant raced the timeout, the acquire
 		// in the same batch renews it and returns it.
 		res, err := n.Do(ctx,
-			lease.Op{Type: lease.OpCancelWait, Name: op.Name, Holder: op.Holder},
-			lease.Op{Type: lease.OpAcquire, Name: op.Name, Holder: op.Holder, TTL: op.TTL, Limit: op.Limit})
+			lease.Op{Type: lease.OpCancelWait, Name: op.Name, Holder: op.Holder, Principal: op.Principal},
+			lease.Op{Type: lease.OpAcquire, Name: op.Name, Holder: op.Holder, TTL: op.TTL, Limit: op.Limit, Principal: op.Principal})
 		if err != nil {
 			return lease.Result{}, err
 		}
@@ -251,7 +251,7 @@ func (n *Node) Acquire(ctx context.Context, op lease.Op) (lease.Result, error) {
 	case <-ctx.Done():
 		cctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 		defer cancel()
-		_, _ = n.Do(cctx, lease.Op{Type: lease.OpCancelWait, Name: op.Name, Holder: op.Holder})
+		_, _ = n.Do(cctx, lease.Op{Type: lease.OpCancelWait, Name: op.Name, Holder: op.Holder, Principal: op.Principal})
 		return lease.Result{}, ctx.Err()
 	}
 }

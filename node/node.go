@@ -147,7 +147,7 @@ func (n *Node) open() error {
 	}
 	n.trans = cfg.Transport
 	if n.trans == nil {
-		t, stream, err := newClusterTransport(cfg.RaftAddr, cfg.RaftAdvertise, n.log, hlog)
+		t, stream, err := newClusterTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.PeerTLS, n.log, hlog)
 		if err != nil {
 			return err
 		}

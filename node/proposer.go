@@ -26,7 +26,7 @@ type proposal struct {
 func opsSize(ops []lease.Op) int {
 	size := 0
 	for _, op := range ops {
-		size += 24 + len(op.Name) + len(op.Holder) + len(op.Prefix) + len(op.Key) + len(op.Value)
+		size += 24 + len(op.Name) + len(op.Holder) + len(op.Prefix) + len(op.Key) + len(op.Value) + len(op.Principal)
 		for _, r := range op.Refs {
 			size += 12 + len(r.Name)
 		}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/tenure-io/tenure/internal/tlsconfig"
 )
 
 // Every raft connection starts with a handshake that names the cluster:
@@ -39,6 +42,7 @@ var ErrOtherCluster = errors.New("node: belongs to another cluster")
 // of every connection.
 type clusterStream struct {
 	ln        net.Listener
+	tls       *tlsconfig.Peer // nil: plain TCP
 	advertise net.Addr
 	log       *slog.Logger
 	clusterID atomic.Pointer[string] // nil until known
@@ -59,7 +63,7 @@ type clusterStream struct {
 
 var _ raft.StreamLayer = (*clusterStream)(nil)
 
-func newClusterTransport(bind, advertise string, log *slog.Logger, hlog hclog.Logger) (*raft.NetworkTransport, *clusterStream, error) {
+func newClusterTransport(bind, advertise string, peerTLS *tlsconfig.Peer, log *slog.Logger, hlog hclog.Logger) (*raft.NetworkTransport, *clusterStream, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: raft listen on %s: %w", bind, err)
@@ -79,6 +83,7 @@ func newClusterTransport(bind, advertise string, log *slog.Logger, hlog hclog.Lo
 	}
 	s := &clusterStream{
 		ln:        ln,
+		tls:       peerTLS,
 		advertise: adv,
 		log:       log,
 		accepted:  make(chan net.Conn),
@@ -116,6 +121,15 @@ func (s *clusterStream) Dial(address raft.ServerAddress, timeout time.Duration) 
 		return nil, err
 	}
 	conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	if s.tls != nil {
+		tc := tls.Client(conn, s.tls.Client(string(address)))
+		if err := tc.Handshake(); err != nil {
+			conn.Close()
+			s.logRefusal(string(address), "raft TLS handshake with a peer failed", "peer", address, "err", err)
+			return nil, fmt.Errorf("node: raft TLS handshake with %s: %w", address, err)
+		}
+		conn = tc
+	}
 	hello := append([]byte(handshakeMagic), byte(len(id)))
 	hello = append(hello, id...)
 	self := s.advertise.String()
@@ -168,6 +182,19 @@ func (s *clusterStream) acceptLoop() {
 // to raft if it matches.
 func (s *clusterStream) handshake(conn net.Conn) {
 	conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	if s.tls != nil {
+		// Only a member, with a certificate from the cluster's CA, gets
+		// as far as the cluster ID.
+		tc := tls.Server(conn, s.tls.Server())
+		if err := tc.Handshake(); err != nil {
+			s.refusedIn.Add(1)
+			conn.Close()
+			s.logRefusal(conn.RemoteAddr().String(), "refused a raft connection: TLS handshake failed (not a member: no certificate, or one from another CA)",
+				"from", conn.RemoteAddr(), "err", err)
+			return
+		}
+		conn = tc
+	}
 	// Read exactly the handshake, so that nothing raft sends after it is
 	// consumed here.
 	magic := make([]byte, len(handshakeMagic))

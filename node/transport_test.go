@@ -107,7 +107,7 @@ func TestRaftTrafficFromAnotherClusterRefused(t *testing.T) {
 	// A raw transport speaking for cluster A asks B's node to vote in a
 	// far later term and to take entries from a new leader.
 	hlog := hclog.New(&hclog.LoggerOptions{Output: io.Discard})
-	intruder, stream, err := newClusterTransport("127.0.0.1:0", "", slog.New(slog.NewTextHandler(io.Discard, nil)), hlog)
+	intruder, stream, err := newClusterTransport("127.0.0.1:0", "", nil, slog.New(slog.NewTextHandler(io.Discard, nil)), hlog)
 	if err != nil {
 		t.Fatal(err)
 	}

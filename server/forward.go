@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -29,6 +30,7 @@ type peerClients struct {
 
 // forwarder keeps Connect clients to other nodes, one set per address.
 type forwarder struct {
+	scheme  string // http:// or https://
 	timeout time.Duration
 	http    *http.Client
 	tr      *http.Transport
@@ -36,11 +38,18 @@ type forwarder struct {
 	peers   map[string]*peerClients
 }
 
-func newForwarder(timeout time.Duration) *forwarder {
+func newForwarder(timeout time.Duration, tlsCfg *tls.Config) *forwarder {
 	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	tr := &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 16}
+	scheme := "http://"
+	if tlsCfg != nil {
+		p.SetHTTP2(true)
+		scheme = "https://"
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	tr := &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 16, TLSClientConfig: tlsCfg}
 	return &forwarder{
+		scheme:  scheme,
 		timeout: timeout,
 		http:    &http.Client{Transport: tr},
 		tr:      tr,
@@ -56,7 +65,7 @@ func (f *forwarder) clients(addr string) *peerClients {
 	if c, ok := f.peers[addr]; ok {
 		return c
 	}
-	base := "http://" + strings.TrimPrefix(addr, "http://")
+	base := f.scheme + strings.TrimPrefix(strings.TrimPrefix(addr, "http://"), "https://")
 	opt := connect.WithClientOptions(connect.WithGRPC(), connect.WithCompressMinBytes(compressMinBytes))
 	c := &peerClients{
 		lease:   tenurev1connect.NewLeaseServiceClient(f.http, base, opt),
@@ -99,6 +108,15 @@ func forward[Req, Res any](ctx context.Context, s *Server, req *connect.Request[
 	}
 	out := connect.NewRequest(req.Msg)
 	out.Header().Set(forwardedHeader, s.node.ID())
+	// The leader authorizes the original caller: it believes the
+	// principal from a member's certificate, or authenticates the
+	// caller's own token.
+	if p := principalFrom(ctx); p != "" {
+		out.Header().Set(principalHeader, p)
+	}
+	if auth := req.Header().Get("Authorization"); auth != "" {
+		out.Header().Set("Authorization", auth)
+	}
 	res, err := call(ctx, out)
 	if err != nil {
 		if ce, ok := errors.AsType[*connect.Error](err); ok && connect.IsWireError(ce) {

@@ -12,12 +12,7 @@ import (
 type kvService struct{ s *Server }
 
 func (k *kvService) Put(ctx context.Context, req *connect.Request[tenurev1.KVPutRequest]) (*connect.Response[tenurev1.KVPutResponse], error) {
-	m := req.Msg
-	value := m.GetValue()
-	if value == nil {
-		value = []byte{}
-	}
-	op := lease.Op{Type: lease.OpPut, Key: m.GetKey(), Value: value, Name: m.GetLease(), Token: m.GetToken()}
+	op := putOp(ctx, req.Msg)
 	return handle(ctx, k.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.KVPutRequest]) (*connect.Response[tenurev1.KVPutResponse], error) {
 			return c.kv.Put
@@ -72,8 +67,7 @@ func (k *kvService) List(ctx context.Context, req *connect.Request[tenurev1.KVLi
 }
 
 func (k *kvService) Delete(ctx context.Context, req *connect.Request[tenurev1.KVDeleteRequest]) (*connect.Response[tenurev1.KVDeleteResponse], error) {
-	m := req.Msg
-	op := lease.Op{Type: lease.OpDelete, Key: m.GetKey(), Name: m.GetLease(), Token: m.GetToken()}
+	op := deleteOp(ctx, req.Msg)
 	return handle(ctx, k.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.KVDeleteRequest]) (*connect.Response[tenurev1.KVDeleteResponse], error) {
 			return c.kv.Delete
@@ -85,4 +79,16 @@ func (k *kvService) Delete(ctx context.Context, req *connect.Request[tenurev1.KV
 			}
 			return &tenurev1.KVDeleteResponse{Revision: res.Revision}, nil
 		})
+}
+
+func putOp(ctx context.Context, m *tenurev1.KVPutRequest) lease.Op {
+	value := m.GetValue()
+	if value == nil {
+		value = []byte{}
+	}
+	return lease.Op{Type: lease.OpPut, Key: m.GetKey(), Value: value, Name: m.GetLease(), Token: m.GetToken(), Principal: principalFrom(ctx)}
+}
+
+func deleteOp(ctx context.Context, m *tenurev1.KVDeleteRequest) lease.Op {
+	return lease.Op{Type: lease.OpDelete, Key: m.GetKey(), Name: m.GetLease(), Token: m.GetToken(), Principal: principalFrom(ctx)}
 }

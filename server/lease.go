@@ -70,18 +70,9 @@ func (s *Server) do(ctx context.Context, op lease.Op) (lease.Result, error) {
 type leaseService struct{ s *Server }
 
 func (l *leaseService) Acquire(ctx context.Context, req *connect.Request[tenurev1.AcquireRequest]) (*connect.Response[tenurev1.AcquireResponse], error) {
-	m := req.Msg
-	if m.GetTtl() == nil {
-		return nil, invalid(errors.New("lease: ttl is required"))
-	}
-	op := lease.Op{
-		Type:        lease.OpAcquire,
-		Name:        m.GetName(),
-		Holder:      m.GetHolder(),
-		TTL:         m.GetTtl().AsDuration(),
-		Wait:        m.GetWait(),
-		WaitTimeout: m.GetWaitTimeout().AsDuration(),
-		Limit:       int(min(m.GetLimit(), math.MaxInt32)),
+	op, err := acquireOp(ctx, req.Msg)
+	if err != nil {
+		return nil, invalid(err)
 	}
 	return handle(ctx, l.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.AcquireRequest]) (*connect.Response[tenurev1.AcquireResponse], error) {
@@ -96,15 +87,32 @@ func (l *leaseService) Acquire(ctx context.Context, req *connect.Request[tenurev
 				l.s.metrics.reject(err)
 				return nil, toConnect(err)
 			}
-			return &tenurev1.AcquireResponse{Lease: wire.LeaseToProto(res.Lease, res.Now)}, nil
+			return acquireResponse(res), nil
 		})
 }
 
-func (l *leaseService) Renew(ctx context.Context, req *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
-	op := lease.Op{Type: lease.OpRenew}
-	for _, r := range req.Msg.GetLeases() {
-		op.Refs = append(op.Refs, lease.Ref{Name: r.GetName(), Token: r.GetToken(), TTL: r.GetTtl().AsDuration()})
+func acquireOp(ctx context.Context, m *tenurev1.AcquireRequest) (lease.Op, error) {
+	if m.GetTtl() == nil {
+		return lease.Op{}, errors.New("lease: ttl is required")
 	}
+	return lease.Op{
+		Type:        lease.OpAcquire,
+		Name:        m.GetName(),
+		Holder:      m.GetHolder(),
+		TTL:         m.GetTtl().AsDuration(),
+		Wait:        m.GetWait(),
+		WaitTimeout: m.GetWaitTimeout().AsDuration(),
+		Limit:       int(min(m.GetLimit(), math.MaxInt32)),
+		Principal:   principalFrom(ctx),
+	}, nil
+}
+
+func acquireResponse(res lease.Result) *tenurev1.AcquireResponse {
+	return &tenurev1.AcquireResponse{Lease: wire.LeaseToProto(res.Lease, res.Now)}
+}
+
+func (l *leaseService) Renew(ctx context.Context, req *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
+	op := renewOp(ctx, req.Msg)
 	return handle(ctx, l.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.RenewRequest]) (*connect.Response[tenurev1.RenewResponse], error) {
 			return c.lease.Renew
@@ -114,24 +122,38 @@ func (l *leaseService) Renew(ctx context.Context, req *connect.Request[tenurev1.
 			if err != nil {
 				return nil, err
 			}
-			out := &tenurev1.RenewResponse{Results: make([]*tenurev1.RenewResult, len(res.Renewed))}
-			for i, r := range res.Renewed {
-				pr := &tenurev1.RenewResult{Name: r.Ref.Name, Token: r.Ref.Token}
-				if r.Err != nil {
-					l.s.metrics.reject(r.Err)
-					pr.Reason, pr.Message = lease.Reason(r.Err), r.Err.Error()
-				} else {
-					l.s.metrics.renewals.Inc()
-					pr.Lease = wire.LeaseToProto(r.Lease, res.Now)
-				}
-				out.Results[i] = pr
-			}
-			return out, nil
+			return l.s.renewResponse(res), nil
 		})
 }
 
+func renewOp(ctx context.Context, m *tenurev1.RenewRequest) lease.Op {
+	op := lease.Op{Type: lease.OpRenew, Refs: make([]lease.Ref, 0, len(m.GetLeases())), Principal: principalFrom(ctx)}
+	for _, r := range m.GetLeases() {
+		op.Refs = append(op.Refs, lease.Ref{Name: r.GetName(), Token: r.GetToken(), TTL: r.GetTtl().AsDuration()})
+	}
+	return op
+}
+
+// renewResponse reports each lease of a renewal, counting the renewals
+// and rejections.
+func (s *Server) renewResponse(res lease.Result) *tenurev1.RenewResponse {
+	out := &tenurev1.RenewResponse{Results: make([]*tenurev1.RenewResult, len(res.Renewed))}
+	for i, r := range res.Renewed {
+		pr := &tenurev1.RenewResult{Name: r.Ref.Name, Token: r.Ref.Token}
+		if r.Err != nil {
+			s.metrics.reject(r.Err)
+			pr.Reason, pr.Message = lease.Reason(r.Err), r.Err.Error()
+		} else {
+			s.metrics.renewals.Inc()
+			pr.Lease = wire.LeaseToProto(r.Lease, res.Now)
+		}
+		out.Results[i] = pr
+	}
+	return out
+}
+
 func (l *leaseService) Release(ctx context.Context, req *connect.Request[tenurev1.ReleaseRequest]) (*connect.Response[tenurev1.ReleaseResponse], error) {
-	op := lease.Op{Type: lease.OpRelease, Name: req.Msg.GetName(), Token: req.Msg.GetToken()}
+	op := releaseOp(ctx, req.Msg)
 	return handle(ctx, l.s, req, op,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.ReleaseRequest]) (*connect.Response[tenurev1.ReleaseResponse], error) {
 			return c.lease.Release
@@ -142,6 +164,10 @@ func (l *leaseService) Release(ctx context.Context, req *connect.Request[tenurev
 			}
 			return &tenurev1.ReleaseResponse{}, nil
 		})
+}
+
+func releaseOp(ctx context.Context, m *tenurev1.ReleaseRequest) lease.Op {
+	return lease.Op{Type: lease.OpRelease, Name: m.GetName(), Token: m.GetToken(), Principal: principalFrom(ctx)}
 }
 
 func (l *leaseService) Get(ctx context.Context, req *connect.Request[tenurev1.GetRequest]) (*connect.Response[tenurev1.GetResponse], error) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -49,6 +50,13 @@ type Config struct {
 	// ForwardTimeout bounds a request forwarded to the leader when the
 	// caller set no deadline. Default 30s.
 	ForwardTimeout time.Duration
+	// Auth authenticates requests and checks their permissions. Nil:
+	// every request is allowed, as from no principal.
+	Auth *Auth
+	// ForwardTLS, if set, is how this node reaches the other members'
+	// APIs (https, with its member certificate, so that the leader
+	// trusts the principal it forwards). Nil: cleartext HTTP/2.
+	ForwardTLS *tls.Config
 }
 
 // Server implements the three services.
@@ -59,6 +67,8 @@ type Server struct {
 	fwd     *forwarder
 	metrics *metrics
 	mux     *http.ServeMux
+	auth    *Auth
+	handler http.Handler
 	// The dashboard (ui.go): its node methods (nil if the node has
 	// none), the metrics sampler and when each member last answered.
 	ui      uiNode
@@ -84,14 +94,15 @@ func New(cfg Config) (*Server, error) {
 		node: cfg.Node,
 		log:  cfg.Logger,
 		reg:  cfg.Registry,
-		fwd:  newForwarder(cfg.ForwardTimeout),
+		fwd:  newForwarder(cfg.ForwardTimeout, cfg.ForwardTLS),
+		auth: cfg.Auth,
 	}
 	s.metrics = newMetrics(cfg.Registry, cfg.Node)
 	// Responses are small (a lease is a few dozen bytes): compressing
 	// them costs more CPU than it saves. Large values still compress
 	// when the client accepts it.
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(s.metrics.interceptor()),
+		connect.WithInterceptors(cfg.Auth.interceptor(cfg.Logger), s.metrics.interceptor()),
 		connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithCodec(jsonCodec{}))
 	mux := http.NewServeMux()
@@ -105,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	s.mountUI(mux)
 	s.mux = mux
+	s.handler = cfg.Auth.middleware(mux)
 	return s, nil
 }
 
@@ -120,7 +132,10 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // Handler returns the HTTP handler for the API, health and metrics.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// ReloadAuth reads the auth file again; on error the old one stays.
+func (s *Server) ReloadAuth() error { return s.auth.Reload() }
 
 // Close releases the server's connections to other nodes and stops its
 // metrics sampler.
@@ -129,11 +144,12 @@ func (s *Server) Close() {
 	s.sampler.close()
 }
 
-// NewHTTPServer returns an http.Server for h that speaks HTTP/1.1 and
-// cleartext HTTP/2 (what gRPC clients use).
+// NewHTTPServer returns an http.Server for h that speaks HTTP/1.1,
+// cleartext HTTP/2 (what gRPC clients use) and, served with TLS, HTTP/2.
 func NewHTTPServer(addr string, h http.Handler) *http.Server {
 	var p http.Protocols
 	p.SetHTTP1(true)
+	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Addr:              addr,

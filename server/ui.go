@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
 	"github.com/tenure-io/tenure/lease"
 	"github.com/tenure-io/tenure/node"
 	"github.com/tenure-io/tenure/ui"
@@ -36,23 +37,59 @@ type uiNode interface {
 
 var _ uiNode = (*node.Node)(nil)
 
-// PermRead is the permission the dashboard's data handlers ask for.
-const PermRead = "read"
+// The permissions of the dashboard's data handlers: PermRead to read the
+// leases and events under the request's prefix (or of its name), as a
+// Watch of that prefix needs; PermStatus to see the cluster's shape and
+// rates, as ClusterService.Status needs (any authenticated principal).
+const (
+	PermRead   = "read"
+	PermStatus = "status"
+)
 
-// uiHandler wraps every /ui/api handler. perm names the permission the
-// handler needs (the dashboard only reads): the place for an access check
-// of the caller's Authorization header. The handler answers 501 when the
+// uiHandler wraps every /ui/api handler: the one place where the
+// dashboard's access is checked. perm names what the handler needs; the
+// caller's credentials (Authorization: Bearer, or a client certificate)
+// are judged by the server's Auth like any API request's, and a refusal
+// answers 401 or 403 with the reason. The handler answers 501 when the
 // node cannot serve the dashboard.
 func (s *Server) uiHandler(perm string, h http.Handler) http.Handler {
-	_ = perm // no access control yet: every caller may read
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.ui == nil {
 			http.Error(w, "server: this node does not serve the dashboard's data", http.StatusNotImplemented)
 			return
 		}
+		if err := s.uiAuthorize(r, perm); err != nil {
+			status := http.StatusForbidden
+			if connect.CodeOf(err) == connect.CodeUnauthenticated {
+				status = http.StatusUnauthorized
+			}
+			msg := err.Error()
+			if ce, ok := errors.AsType[*connect.Error](err); ok {
+				msg = ce.Message()
+			}
+			http.Error(w, msg, status)
+			return
+		}
 		w.Header().Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)
 	})
+}
+
+// uiAuthorize checks perm for r, as the API call that reads the same
+// would be checked.
+func (s *Server) uiAuthorize(r *http.Request, perm string) error {
+	switch perm {
+	case PermRead:
+		q := r.URL.Query()
+		prefix := q.Get("prefix")
+		if q.Has("name") {
+			prefix = q.Get("name")
+		}
+		return s.auth.authorize(r.Context(), tenurev1connect.LeaseServiceWatchProcedure, &tenurev1.WatchRequest{Prefix: prefix})
+	case PermStatus:
+		return s.auth.authorize(r.Context(), tenurev1connect.ClusterServiceStatusProcedure, &tenurev1.StatusRequest{})
+	}
+	return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("server: unknown dashboard permission %q", perm))
 }
 
 func (s *Server) mountUI(mux *http.ServeMux) {
@@ -68,8 +105,8 @@ func (s *Server) mountUI(mux *http.ServeMux) {
 	mux.Handle("GET /ui/api/state", s.uiHandler(PermRead, http.HandlerFunc(s.uiState)))
 	mux.Handle("GET /ui/api/stream", s.uiHandler(PermRead, http.HandlerFunc(s.uiStream)))
 	mux.Handle("GET /ui/api/history", s.uiHandler(PermRead, http.HandlerFunc(s.uiHistory)))
-	mux.Handle("GET /ui/api/cluster", s.uiHandler(PermRead, http.HandlerFunc(s.uiCluster)))
-	mux.Handle("GET /ui/api/metrics", s.uiHandler(PermRead, http.HandlerFunc(s.uiMetrics)))
+	mux.Handle("GET /ui/api/cluster", s.uiHandler(PermStatus, http.HandlerFunc(s.uiCluster)))
+	mux.Handle("GET /ui/api/metrics", s.uiHandler(PermStatus, http.HandlerFunc(s.uiMetrics)))
 }
 
 // ms is a duration in milliseconds, as the page counts time.
@@ -464,7 +501,13 @@ func (s *Server) uiCluster(w http.ResponseWriter, r *http.Request) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(r.Context(), probeTimeout)
 			defer cancel()
-			res, err := s.fwd.clients(m.APIAddr).cluster.Status(ctx, connect.NewRequest(&tenurev1.StatusRequest{}))
+			req := connect.NewRequest(&tenurev1.StatusRequest{})
+			if a := r.Header.Get("Authorization"); a != "" {
+				// Without member certificates, the caller's own token
+				// lets the member answer.
+				req.Header().Set("Authorization", a)
+			}
+			res, err := s.fwd.clients(m.APIAddr).cluster.Status(ctx, req)
 			s.probes.note(m.APIAddr, err == nil)
 			um.LastContact = s.probes.since(m.APIAddr)
 			if err != nil {

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -251,5 +253,74 @@ func TestUIRoutes(t *testing.T) {
 	res, body = uiGet(t, base+"/ui/api/history")
 	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "?name=NAME") {
 		t.Errorf("GET /ui/api/history: %s %s", res.Status, body)
+	}
+}
+
+// With authentication on, the dashboard's data is checked like the API:
+// no credentials get 401, a principal without read on the prefix 403, a
+// read principal the data; the cluster view reaches the other members.
+func TestUIRespectsAuth(t *testing.T) {
+	s := startSecure(t)
+	m := s.follower()
+	tc := &tls.Config{RootCAs: x509.NewCertPool()}
+	tc.RootCAs.AddCert(s.ca.Cert)
+	tr := &http.Transport{TLSClientConfig: tc}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
+	get := func(path, principal string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", "https://"+m.Addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if principal != "" {
+			req.Header.Set("Authorization", "Bearer "+s.tokens[principal])
+		}
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	for _, c := range []struct {
+		path, principal string
+		want            int
+	}{
+		{"/ui/api/state", "", http.StatusUnauthorized},
+		{"/ui/api/stream", "", http.StatusUnauthorized},
+		{"/ui/api/cluster", "", http.StatusUnauthorized},
+		{"/ui/api/state", "jobsonly", http.StatusForbidden},
+		{"/ui/api/history?name=other", "jobsonly", http.StatusForbidden},
+		{"/ui/api/state?prefix=jobs/", "jobsonly", http.StatusOK},
+		{"/ui/api/history?name=jobs/x", "jobsonly", http.StatusOK},
+		{"/ui/api/state", "reader", http.StatusOK},
+		{"/ui/api/history?prefix=", "reader", http.StatusOK},
+		{"/ui/api/metrics", "reader", http.StatusOK},
+		{"/ui/", "", http.StatusOK}, // the page itself: it asks for a token
+	} {
+		if got, body := get(c.path, c.principal); got != c.want {
+			t.Errorf("GET %s as %q: %d %s, want %d", c.path, c.principal, got, body, c.want)
+		}
+	}
+	code, body := get("/ui/api/cluster", "reader")
+	if code != http.StatusOK {
+		t.Fatalf("cluster as reader: %d %s", code, body)
+	}
+	var cv struct {
+		Members []struct {
+			ID        string
+			Reachable bool
+			Error     string
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &cv); err != nil {
+		t.Fatal(err)
+	}
+	for _, um := range cv.Members {
+		if !um.Reachable {
+			t.Errorf("member %s unreachable from the dashboard: %s", um.ID, um.Error)
+		}
 	}
 }

@@ -57,6 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, mode, error) {
 	fs.DurationVar(&cfg.EffectWindow, "effect-window", cfg.EffectWindow, "how long after its call an indeterminate operation may still take effect")
 	fs.IntVar(&cfg.ElectionWorkers, "election-workers", cfg.ElectionWorkers, "number of worker processes that lead names through package election (0: none)")
 	fs.BoolVar(&cfg.Strict, "strict", false, "fail on known bugs B1b and B1c too (a retried acquire whose first attempt granted the lease, answered \"held\" or granted a second time)")
+	fs.BoolVar(&cfg.TLS, "tls", false, "run the cluster with TLS on the API, mutual TLS between members and an auth file; the harness and each worker authenticate with a token")
 	fs.BoolVar(&md.plan, "plan", false, "print the fault schedule for --seed and exit")
 	fs.StringVar(&md.recheck, "recheck", "", "check again the history a run left in this directory (history.jsonl, watch.jsonl, summary.json) and exit")
 	if err := fs.Parse(args); err != nil {

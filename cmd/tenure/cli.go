@@ -37,6 +37,8 @@ Commands:
   demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--postgres URL]
                          see fencing at work
   fence install --postgres URL [--schema S]   install tenure_fence in Postgres
+  certs init DIR --members n1,n2,n3 [--hosts H,...]   make a CA and certificates
+  auth token NAME --file FILE [--role hold:PREFIX] ...  make a bearer token
 
 Global flags (before or after the command):
   --endpoints ADDRS      comma-separated API addresses (env TENURE_ENDPOINTS,
@@ -45,11 +47,15 @@ Global flags (before or after the command):
                          on stderr)
   --request-timeout D    how long to keep trying an unreachable cluster
                          (default 5s; acquire --wait adds its timeout)
+  --cacert FILE          CA that verifies the servers (env TENURE_CACERT); makes
+                         the endpoints https
+  --cert FILE, --key FILE  client certificate and key (env TENURE_CERT, TENURE_KEY)
+                         The bearer token is read from env TENURE_AUTH_TOKEN.
   --version              print the version
 
 Exit codes: 0 ok; 1 failure (unreachable, internal); 2 bad usage or invalid
 argument; 3 held by another holder (or acquire --wait timed out); 4 rejected
-by fencing (stale token); 6 not found; 7 release of a grant that is no longer
+by fencing (stale token); 5 not authenticated or not permitted; 6 not found; 7 release of a grant that is no longer
 live (already released or expired). tenure run exits with its command's
 code, or 4 if the lease was lost.
 
@@ -68,6 +74,7 @@ type globals struct {
 	endpoints      string
 	output         string
 	requestTimeout time.Duration
+	tls            tlsFlags
 }
 
 // register adds the global flags to fs, with their current values as
@@ -77,6 +84,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.output, "o", g.output, "output `format`: text or json")
 	fs.StringVar(&g.output, "output", g.output, "output `format`: text or json")
 	fs.DurationVar(&g.requestTimeout, "request-timeout", g.requestTimeout, "how long to keep trying an unreachable cluster")
+	g.tls.register(fs)
 }
 
 func (g *globals) check() error {
@@ -118,6 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	}
 	a.g.output = "text"
 	a.g.requestTimeout = 5 * time.Second
+	a.g.tls.fromEnv(env)
 
 	err := a.dispatch(ctx, args)
 	if h, ok := errors.AsType[*helpRequest](err); ok {
@@ -176,6 +185,10 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.demo(ctx, args)
 	case "fence":
 		return a.fence(ctx, args)
+	case "certs":
+		return a.certs(args)
+	case "auth":
+		return a.auth(args)
 	case "help":
 		return &helpRequest{usage: topUsage}
 	}
@@ -324,6 +337,9 @@ func (a *app) client() (*client.Client, error) {
 	cfg := client.DefaultConfig()
 	cfg.Endpoints = a.g.endpointList()
 	cfg.RequestTimeout = a.g.requestTimeout
+	if err := a.g.tls.apply(&cfg); err != nil {
+		return nil, &usageError{msg: err.Error()}
+	}
 	c, err := client.New(cfg)
 	if err != nil {
 		return nil, &usageError{msg: err.Error()}

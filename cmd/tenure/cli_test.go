@@ -264,7 +264,8 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"-o", "yaml", "get", "x"}, `--output must be text or json, got "yaml"`},
 		{[]string{"get", "x", "--request-timeout", "0s"}, "--request-timeout must be positive"},
 		{[]string{"get", "x", "--endpoints", " , "}, "--endpoints is empty"},
-		{[]string{"get", "x", "--endpoints", "https://a:1"}, "TLS is not supported"},
+		{[]string{"get", "x", "--cacert", "/nonexistent/ca.crt"}, "--cacert: open /nonexistent/ca.crt"},
+		{[]string{"get", "x", "--cert", "c.crt"}, "--key is not"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -378,7 +379,8 @@ func TestVersion(t *testing.T) {
 // TestCompletionKnowsEveryFlag keeps the completion table in step with
 // the flags each command really has.
 func TestCompletionKnowsEveryFlag(t *testing.T) {
-	global := map[string]bool{"--endpoints": true, "--output": true, "-o": true, "--request-timeout": true}
+	global := map[string]bool{"--endpoints": true, "--output": true, "-o": true, "--request-timeout": true,
+		"--cacert": true, "--cert": true, "--key": true}
 	check := func(args []string, want []string) {
 		t.Helper()
 		res := runCLI(t.Context(), nil, append(args, "-h")...)
@@ -401,7 +403,7 @@ func TestCompletionKnowsEveryFlag(t *testing.T) {
 	}
 	for cmd, flags := range commandFlags {
 		switch cmd {
-		case "kv", "fence", "completion", "version", "help":
+		case "kv", "fence", "certs", "auth", "completion", "version", "help":
 			continue
 		}
 		check([]string{cmd}, flags)

@@ -50,7 +50,7 @@ func (a *app) version(args []string) error {
 }
 
 // globalFlags are the flags every command takes, for completion.
-var globalFlags = []string{"--endpoints", "--output", "-o", "--request-timeout"}
+var globalFlags = []string{"--endpoints", "--output", "-o", "--request-timeout", "--cacert", "--cert", "--key"}
 
 // commandFlags are the commands and their own flags, for completion.
 // TestCompletionKnowsEveryFlag keeps it in step with the commands.
@@ -67,6 +67,8 @@ var commandFlags = map[string][]string{
 	"elect":      {"--listen", "--ttl"},
 	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--ui", "--verbose"},
 	"fence":      nil,
+	"certs":      nil,
+	"auth":       nil,
 	"completion": nil,
 	"version":    nil,
 	"help":       nil,
@@ -82,6 +84,12 @@ var subcommandFlags = map[string]map[string][]string{
 	},
 	"fence": {
 		"install": {"--postgres", "--schema"},
+	},
+	"certs": {
+		"init": {"--members", "--hosts", "--clients"},
+	},
+	"auth": {
+		"token": {"--file", "--role"},
 	},
 }
 

@@ -21,7 +21,7 @@ const (
 	exitUsage    = 2 // bad usage or invalid argument
 	exitHeld     = 3 // held by another holder, or acquire --wait timed out
 	exitFenced   = 4 // stale token, not the holder, lease expired
-	exitDenied   = 5 // not authenticated or not permitted (reserved: no authentication yet)
+	exitDenied   = 5 // not authenticated or not permitted
 	exitNotFound = 6 // no such lease (get) or key (kv get, kv delete)
 	exitReleased = 7 // release: no live grant has the token (released already, expired or replaced)
 )
@@ -47,6 +47,12 @@ func exitCode(err error) int {
 		return exitFenced
 	case errors.Is(err, client.ErrNotFound):
 		return exitNotFound
+	case connect.CodeOf(err) == connect.CodeUnauthenticated, connect.CodeOf(err) == connect.CodePermissionDenied,
+		errors.Is(err, client.ErrForbidden):
+		return exitDenied
+	case client.IsCertificateRefused(err):
+		// The server refused the client certificate in the handshake.
+		return exitDenied
 	}
 	return exitFailure
 }

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -51,6 +52,7 @@ type options struct {
 	snapInterval  time.Duration
 	resetDataDir  bool
 	pprofListen   string
+	sec           security
 }
 
 // baseElectionTimeout is raft's heartbeat and election timeout at
@@ -63,7 +65,26 @@ const baseElectionTimeout = 300 * time.Millisecond
 // logged loudly when set.
 const faultClockRateFlag = "fault-inject-clock-rate"
 
+// defaultGCPercent is tenured's garbage-collection target unless GOGC is
+// set: the heap may grow by half its live size between collections, not
+// by all of it (Go's default). Nearly all of tenured's live heap is its
+// long-lived lease state, so Go's default would hold as much memory again
+// in headroom: about 480 bytes of RSS per live lease instead of about
+// 370 at a million leases, for a GC cycle every half as much garbage.
+const defaultGCPercent = 50
+
+// configureGC sets the GC target to defaultGCPercent unless GOGC (read
+// with getenv) sets one, and reports whether it did.
+func configureGC(getenv func(string) string) bool {
+	if getenv("GOGC") != "" {
+		return false
+	}
+	debug.SetGCPercent(defaultGCPercent)
+	return true
+}
+
 func main() {
+	configureGC(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stderr)
 	stop()
@@ -98,6 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Uint64Var(&o.snapThreshold, "snapshot-threshold", node.DefaultConfig().SnapshotThreshold, "log entries since the last snapshot that trigger a new one")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", node.DefaultConfig().TrailingLogs, "log entries a snapshot leaves behind for slow followers")
 	fs.DurationVar(&o.snapInterval, "snapshot-interval", node.DefaultConfig().SnapshotInterval, "how often to check whether a snapshot is due")
+	o.sec.register(fs)
 	fs.Float64Var(&o.clockRate, faultClockRateFlag, 1, "FAULT INJECTION: scale this node's monotonic clock (breaks the time guarantees)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -115,6 +137,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if _, _, err := net.SplitHostPort(strings.TrimPrefix(a.v, "http://")); err != nil {
 			return nil, fmt.Errorf("%s %q is not host:port", a.name, a.v)
 		}
+	}
+	if err := o.sec.check(o.listen, o.raftListen); err != nil {
+		return nil, err
 	}
 	if o.resetDataDir && o.dev {
 		return nil, fmt.Errorf("--reset-data-dir and --dev do not go together (--dev keeps nothing on disk)")
@@ -205,6 +230,10 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 				"data_dir", o.dataDir, "old_data", aside)
 		}
 	}
+	if err := o.sec.load(log); err != nil {
+		return err
+	}
+	o.sec.warn(log, o.listen)
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
@@ -238,7 +267,8 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	cfg.Logger = log
 	cfg.RaftLogOutput = stderr
 	cfg.RaftLogLevel = o.raftLogLevel
-	cfg.PeerApplied = peerApplied
+	cfg.PeerApplied = func(ctx context.Context, addr string) (uint64, error) { return peerApplied(ctx, &o.sec, addr) }
+	cfg.PeerTLS = o.sec.peer
 	reg := server.NewRegistry()
 	cfg.Registerer = reg
 	n, err := node.New(cfg)
@@ -246,16 +276,29 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 		ln.Close()
 		return err
 	}
-	srv, err := server.New(server.Config{Node: n, Logger: log, Registry: reg})
+	srv, err := server.New(server.Config{Node: n, Logger: log, Registry: reg, Auth: o.sec.auth, ForwardTLS: o.sec.forwardTLS})
 	if err != nil {
 		ln.Close()
 		n.Close()
 		return err
 	}
 	httpSrv := server.NewHTTPServer(o.listen, srv.Handler())
+	// TLS handshake failures (plain HTTP to the TLS port, unknown or
+	// expired certificates) are logged.
+	httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
-	log.Info("serving", "api", apiAddr, "raft", n.RaftAddr(), "node_id", n.ID(), "data_dir", dataDirLabel(o))
+	scheme := "http"
+	if o.sec.apiTLS != nil {
+		scheme = "https"
+		httpSrv.TLSConfig = o.sec.apiTLS
+		go func() { serveErr <- httpSrv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serveErr <- httpSrv.Serve(ln) }()
+	}
+	stopHUP := make(chan struct{})
+	defer close(stopHUP)
+	reloadOnHUP(log, srv, o.sec.authFile, stopHUP)
+	log.Info("serving", "api", apiAddr, "api_tls", scheme == "https", "raft_tls", o.sec.peer != nil, "auth", o.sec.authEnabled, "raft", n.RaftAddr(), "node_id", n.ID(), "data_dir", dataDirLabel(o))
 
 	if o.pprofListen != "" {
 		pln, err := net.Listen("tcp", o.pprofListen)
@@ -278,7 +321,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	}
 	joinErr := make(chan error, 1)
 	if o.join != "" {
-		go func() { joinErr <- joinLoop(ctx, log, o.join, n, apiAddr) }()
+		go func() { joinErr <- joinLoop(ctx, log, &o.sec, o.join, n, apiAddr) }()
 	}
 
 	select {
@@ -323,8 +366,8 @@ func dataDirLabel(o *options) string {
 // from the answer; a node whose data directory names another cluster than
 // the one at addr is refused. It returns an error only if the node cannot
 // be part of that cluster.
-func joinLoop(ctx context.Context, log *slog.Logger, addr string, n *node.Node, apiAddr string) error {
-	c, err := peer(addr)
+func joinLoop(ctx context.Context, log *slog.Logger, sec *security, addr string, n *node.Node, apiAddr string) error {
+	c, err := peer(sec, addr)
 	if err != nil {
 		return fmt.Errorf("--join %s: %w", addr, err)
 	}
@@ -357,15 +400,16 @@ func joinLoop(ctx context.Context, log *slog.Logger, addr string, n *node.Node, 
 }
 
 // peer returns a client of the member whose API is at addr.
-func peer(addr string) (*client.Client, error) {
+func peer(sec *security, addr string) (*client.Client, error) {
 	cfg := client.DefaultConfig()
 	cfg.Endpoints = []string{addr}
+	sec.memberClientConfig(&cfg)
 	return client.New(cfg)
 }
 
 // peerApplied returns the applied index of the member whose API is at addr.
-func peerApplied(ctx context.Context, addr string) (uint64, error) {
-	c, err := peer(addr)
+func peerApplied(ctx context.Context, sec *security, addr string) (uint64, error) {
+	c, err := peer(sec, addr)
 	if err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -155,5 +156,22 @@ func TestFaultInjectorHiddenAndLoud(t *testing.T) {
 	var bad syncBuffer
 	if code := run(t.Context(), []string{"--" + faultClockRateFlag, "0"}, &bad); code != 2 {
 		t.Fatalf("a clock rate of 0 exited %d, want 2", code)
+	}
+}
+
+func TestGCPercent(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	if !configureGC(func(string) string { return "" }) {
+		t.Fatal("configureGC left the GC alone without GOGC")
+	}
+	if got := debug.SetGCPercent(100); got != defaultGCPercent {
+		t.Errorf("GC percent %d without GOGC, want %d", got, defaultGCPercent)
+	}
+	if configureGC(func(k string) string { return map[string]string{"GOGC": "200"}[k] }) {
+		t.Error("configureGC overrode GOGC")
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GC percent %d with GOGC set, want it untouched (100)", got)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
+	"github.com/tenure-io/tenure/internal/wire"
 )
 
 // Server holds the behaviour of each method. Set the functions before
@@ -40,6 +41,10 @@ type Server struct {
 	Join               func(context.Context, *tenurev1.JoinRequest) (*tenurev1.JoinResponse, error)
 	Leave              func(context.Context, *tenurev1.LeaveRequest) (*tenurev1.LeaveResponse, error)
 	TransferLeadership func(context.Context, *tenurev1.TransferLeadershipRequest) (*tenurev1.TransferLeadershipResponse, error)
+
+	// NoBatch makes Batch answer unimplemented, like a server that
+	// predates it.
+	NoBatch bool
 
 	mu    sync.Mutex
 	calls map[string]int
@@ -83,13 +88,17 @@ func (s *Server) Calls(method string) int {
 	return s.calls[method]
 }
 
-// TotalCalls returns how many calls of any method the server received.
+// TotalCalls returns how many calls of any method the server received;
+// each op of a Batch call counts as a call of its method, and the Batch
+// call itself (Calls("Batch")) does not count.
 func (s *Server) TotalCalls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for _, c := range s.calls {
-		n += c
+	for m, c := range s.calls {
+		if m != "Batch" {
+			n += c
+		}
 	}
 	return n
 }
@@ -149,6 +158,69 @@ func (h leaseHandler) Watch(ctx context.Context, req *connect.Request[tenurev1.W
 	return h.s.Watch(ctx, req.Msg, func(ev *tenurev1.WatchEvent) error {
 		return stream.Send(&tenurev1.WatchResponse{Event: ev})
 	})
+}
+
+// Batch runs each op with the function of its method, counted as a call
+// of that method, as the real server would: an op's error of a domain
+// code (invalid_argument, failed_precondition, not_found) is that op's
+// result; any other error fails the whole call, and the ops after it do
+// not run.
+func (h leaseHandler) Batch(ctx context.Context, req *connect.Request[tenurev1.BatchRequest]) (*connect.Response[tenurev1.BatchResponse], error) {
+	h.s.count("Batch")
+	if h.s.NoBatch {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fakeserver: no Batch method"))
+	}
+	out := &tenurev1.BatchResponse{}
+	for _, op := range req.Msg.GetOps() {
+		var (
+			r   *tenurev1.BatchResult
+			err error
+		)
+		switch o := op.GetOp().(type) {
+		case *tenurev1.BatchOp_Acquire:
+			r, err = batchOne(ctx, h.s, "Acquire", h.s.Acquire, o.Acquire, func(m *tenurev1.AcquireResponse) *tenurev1.BatchResult {
+				return &tenurev1.BatchResult{Result: &tenurev1.BatchResult_Acquire{Acquire: m}}
+			})
+		case *tenurev1.BatchOp_Renew:
+			r, err = batchOne(ctx, h.s, "Renew", h.s.Renew, o.Renew, func(m *tenurev1.RenewResponse) *tenurev1.BatchResult {
+				return &tenurev1.BatchResult{Result: &tenurev1.BatchResult_Renew{Renew: m}}
+			})
+		case *tenurev1.BatchOp_Release:
+			r, err = batchOne(ctx, h.s, "Release", h.s.Release, o.Release, func(m *tenurev1.ReleaseResponse) *tenurev1.BatchResult {
+				return &tenurev1.BatchResult{Result: &tenurev1.BatchResult_Release{Release: m}}
+			})
+		case *tenurev1.BatchOp_Put:
+			r, err = batchOne(ctx, h.s, "Put", h.s.Put, o.Put, func(m *tenurev1.KVPutResponse) *tenurev1.BatchResult {
+				return &tenurev1.BatchResult{Result: &tenurev1.BatchResult_Put{Put: m}}
+			})
+		case *tenurev1.BatchOp_Delete:
+			r, err = batchOne(ctx, h.s, "Delete", h.s.Delete, o.Delete, func(m *tenurev1.KVDeleteResponse) *tenurev1.BatchResult {
+				return &tenurev1.BatchResult{Result: &tenurev1.BatchResult_Delete{Delete: m}}
+			})
+		default:
+			r = &tenurev1.BatchResult{Result: &tenurev1.BatchResult_Error{Error: &tenurev1.BatchError{
+				Code: uint32(connect.CodeInvalidArgument), Message: "fakeserver: empty batch op"}}}
+		}
+		if err != nil {
+			return nil, err
+		}
+		out.Results = append(out.Results, r)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// batchOne runs one op of a batch with fn; see Batch.
+func batchOne[Req, Res any](ctx context.Context, s *Server, method string, fn func(context.Context, *Req) (*Res, error), msg *Req,
+	wrap func(*Res) *tenurev1.BatchResult) (*tenurev1.BatchResult, error) {
+	res, err := unary(ctx, s, method, fn, connect.NewRequest(msg))
+	if err != nil {
+		switch connect.CodeOf(err) {
+		case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeNotFound:
+			return &tenurev1.BatchResult{Result: &tenurev1.BatchResult_Error{Error: wire.ToBatchError(err)}}, nil
+		}
+		return nil, err
+	}
+	return wrap(res.Msg), nil
 }
 
 type kvHandler struct{ s *Server }

@@ -10,6 +10,7 @@ package localcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -70,6 +71,12 @@ type Config struct {
 	// Node, if set, adjusts each member's node configuration after the
 	// settings above, at every start.
 	Node func(*node.Config)
+	// Server, if set, adjusts each member's server configuration (auth,
+	// forwarding TLS) at every start.
+	Server func(id string, cfg *server.Config)
+	// APITLS, if set, returns the TLS settings member id serves its API
+	// with; nil (or no APITLS) serves plain HTTP.
+	APITLS func(id string) *tls.Config
 }
 
 // Cluster is a running in-process cluster. Its methods may be called
@@ -230,14 +237,27 @@ func (c *Cluster) start(m *Member, bootstrap bool) (err error) {
 	}
 	if !c.cfg.NoAPI {
 		undo = append(undo, n.Abort)
-		if m.srv, err = server.New(server.Config{Node: n, Logger: cfg.Logger, Registry: prometheus.NewRegistry(), ForwardTimeout: c.cfg.ForwardTimeout}); err != nil {
+		scfg := server.Config{Node: n, Logger: cfg.Logger, Registry: prometheus.NewRegistry(), ForwardTimeout: c.cfg.ForwardTimeout}
+		if c.cfg.Server != nil {
+			c.cfg.Server(m.ID, &scfg)
+		}
+		if m.srv, err = server.New(scfg); err != nil {
 			return err
 		}
 		m.http = server.NewHTTPServer(m.Addr, m.srv.Handler())
 		m.http.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
 		m.served = make(chan struct{})
+		var tc *tls.Config
+		if c.cfg.APITLS != nil {
+			tc = c.cfg.APITLS(m.ID)
+		}
+		m.http.TLSConfig = tc
 		go func() {
 			defer close(m.served)
+			if tc != nil {
+				m.http.ServeTLS(ln, "", "")
+				return
+			}
 			m.http.Serve(ln)
 		}()
 	}

@@ -2,6 +2,7 @@ package tenuredproc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -126,12 +127,22 @@ func (p *Process) Stop(grace time.Duration) (int, bool) {
 
 // Ready reports whether api answers /readyz with 200 (the node knows a
 // leader).
+// A node that serves TLS is asked over https (without verifying its
+// certificate: /readyz is open and nothing secret is sent).
 func Ready(api string) error {
-	hc := &http.Client{Timeout: time.Second}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	hc := &http.Client{Timeout: time.Second, Transport: tr}
 	defer hc.CloseIdleConnections()
 	res, err := hc.Get("http://" + api + "/readyz")
 	if err != nil {
 		return err
+	}
+	if res.StatusCode == http.StatusBadRequest {
+		// "Client sent an HTTP request to an HTTPS server."
+		res.Body.Close()
+		if res, err = hc.Get("https://" + api + "/readyz"); err != nil {
+			return err
+		}
 	}
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK {

@@ -44,8 +44,10 @@ type Cluster struct {
 	Election time.Duration
 	// Extra is appended to every node's command line.
 	Extra []string
-	ports *tenuredproc.Ports
-	join  string
+	// NodeExtra, if set, gives flags of node ID's own (its certificates).
+	NodeExtra func(id string) []string
+	ports     *tenuredproc.Ports
+	join      string
 }
 
 // NewCluster prepares n nodes with data under dir; Start launches them.
@@ -111,6 +113,9 @@ func (c *Cluster) StartWith(i int, rate float64, extra []string, join string) (*
 	n := c.Nodes[i]
 	spec := tenuredproc.Node{ID: n.ID, API: n.API, Raft: n.RaftAddr, RaftAdvertise: n.ProxyAddr, DataDir: n.DataDir,
 		Extra: append(append([]string{"--election-timeout", c.Election.String(), "--fault-inject-clock-rate", fmt.Sprint(rate)}, c.Extra...), extra...)}
+	if c.NodeExtra != nil {
+		spec.Extra = append(spec.Extra, c.NodeExtra(n.ID)...)
+	}
 	switch {
 	case join != "":
 		spec.Join = join
@@ -181,7 +186,7 @@ func (c *Cluster) Client() (*client.Client, error) {
 	cfg.Endpoints = c.Endpoints()
 	cfg.RequestTimeout = 2 * time.Second
 	cfg.DialTimeout = time.Second
-	return client.New(cfg)
+	return newClient(cfg)
 }
 
 func nodeReady(api string) bool { return tenuredproc.Ready(api) == nil }
@@ -231,7 +236,7 @@ func (c *Cluster) Leader(ctx context.Context) (int, bool) {
 		cfg := client.DefaultConfig()
 		cfg.Endpoints = []string{n.API}
 		cfg.RequestTimeout = 500 * time.Millisecond
-		cl, err := client.New(cfg)
+		cl, err := newClient(cfg)
 		if err != nil {
 			continue
 		}

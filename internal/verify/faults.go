@@ -43,7 +43,7 @@ func nodeStatus(ctx context.Context, c *Cluster, i int) (client.Status, error) {
 	cfg := client.DefaultConfig()
 	cfg.Endpoints = []string{c.Nodes[i].API}
 	cfg.RequestTimeout = 700 * time.Millisecond
-	cl, err := client.New(cfg)
+	cl, err := newClient(cfg)
 	if err != nil {
 		return client.Status{}, err
 	}

@@ -57,6 +57,10 @@ type Config struct {
 	// Strict reports known bugs B1b and B1c (see RetriedAcquires) as
 	// violations instead of tolerating them.
 	Strict bool
+	// TLS runs the cluster with TLS on the API, mutual TLS between
+	// members, and an auth file: the harness and every worker
+	// authenticate with tokens of their own.
+	TLS bool
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -169,6 +173,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	c.Extra = nodeFlags
+	var sec *Security
+	if cfg.TLS {
+		if sec, err = NewSecurity(work, cfg.Nodes, cfg.Workers+max(cfg.ElectionWorkers, 0)); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("make certificates and tokens: %w", err)
+		}
+		c.NodeExtra = sec.NodeFlags
+		security.Store(sec)
+		defer security.Store(nil)
+		logf("TLS on the API and between members, authentication by tokens (auth file %s)", sec.AuthFile)
+	}
 	defer c.Close()
 	if err := c.Boot(ctx); err != nil {
 		return nil, fmt.Errorf("boot cluster: %w (logs in %s)", err, work)
@@ -203,6 +218,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for i := range max(cfg.ElectionWorkers, 0) {
 		wcfgs = append(wcfgs, WorkerConfig{ID: cfg.Workers + i, Seed: cfg.Seed, Endpoints: c.Endpoints(), TTL: cfg.TTL, Election: elect, Drift: cfg.Drift()})
+	}
+	if sec != nil {
+		for i := range wcfgs {
+			wcfgs[i].CACert, wcfgs[i].Token = sec.CACert, sec.workers[wcfgs[i].ID]
+		}
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()

@@ -67,7 +67,7 @@ func (w *Watchers) watch(ctx context.Context, node int, ep string) {
 	cfg.Endpoints = []string{ep}
 	cfg.RequestTimeout = time.Second
 	cfg.DialTimeout = 500 * time.Millisecond
-	cl, err := client.New(cfg)
+	cl, err := newClient(cfg)
 	if err != nil {
 		return
 	}

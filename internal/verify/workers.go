@@ -20,6 +20,7 @@ import (
 
 	"github.com/tenure-io/tenure/client"
 	"github.com/tenure-io/tenure/internal/tenuredproc"
+	"github.com/tenure-io/tenure/internal/tlsconfig"
 )
 
 // WorkerConfig is what a worker process is told, as JSON in its
@@ -38,6 +39,10 @@ type WorkerConfig struct {
 	Election []string `json:"election,omitempty"`
 	// Drift is the election sessions' clock-rate allowance.
 	Drift float64 `json:"drift,omitempty"`
+	// CACert and Token, when set, make the worker speak TLS (verifying
+	// with CACert) and authenticate with Token (--tls).
+	CACert string `json:"cacert,omitempty"`
+	Token  string `json:"token,omitempty"`
 }
 
 // WorkerEnv is the environment variable that turns the tenure-verify
@@ -135,7 +140,19 @@ func RunWorker(cfgJSON string) int {
 	// Count the HTTP requests of each op, so that a retried op is known.
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
-	rt := &countingTransport{next: &http.Transport{Protocols: &p, DialContext: (&net.Dialer{Timeout: ccfg.DialTimeout}).DialContext}}
+	tr := &http.Transport{Protocols: &p, DialContext: (&net.Dialer{Timeout: ccfg.DialTimeout}).DialContext}
+	if cfg.CACert != "" {
+		tc, err := tlsconfig.Client(cfg.CACert, "", "")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "worker: %v\n", err)
+			return 1
+		}
+		p.SetHTTP2(true)
+		tr.TLSClientConfig = tc
+		ccfg.TLS = tc // https endpoints
+	}
+	ccfg.Token = cfg.Token
+	rt := &countingTransport{next: tr}
 	ccfg.HTTPClient = &http.Client{Transport: rt}
 	cl, err := client.New(ccfg)
 	if err != nil {

@@ -53,6 +53,7 @@ var errorTable = []mapping{
 	{lease.ErrHeld, connect.CodeFailedPrecondition, lease.ReasonLeaseHeld},
 	{lease.ErrStaleToken, connect.CodeFailedPrecondition, lease.ReasonStaleToken},
 	{lease.ErrNotFound, connect.CodeNotFound, lease.ReasonNotFound},
+	{lease.ErrForbidden, connect.CodePermissionDenied, lease.ReasonForbidden},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, ""},
 	{context.Canceled, connect.CodeCanceled, ""},
 }
@@ -230,3 +231,31 @@ type remoteError struct {
 
 func (e *remoteError) Error() string   { return e.msg }
 func (e *remoteError) Unwrap() []error { return e.errs }
+
+// ToBatchError is the per-op form of a Connect error in a batch: ce's
+// code, message and ErrorDetail. err is mapped with ToConnectError first.
+func ToBatchError(err error) *tenurev1.BatchError {
+	ce, ok := errors.AsType[*connect.Error](ToConnectError(err))
+	if !ok {
+		return &tenurev1.BatchError{Code: uint32(connect.CodeInternal), Message: err.Error()}
+	}
+	return &tenurev1.BatchError{Code: uint32(ce.Code()), Message: ce.Message(), Detail: errorDetail(ce)}
+}
+
+// FromBatchError is the inverse of ToBatchError: the Connect error the
+// op's own call would have returned, with the same code, message and
+// detail, and like it a wire error (connect.IsWireError), so that callers
+// treat both alike.
+func FromBatchError(be *tenurev1.BatchError) *connect.Error {
+	code := connect.Code(be.GetCode())
+	if code == 0 || code > connect.CodeUnauthenticated {
+		code = connect.CodeUnknown
+	}
+	ce := connect.NewWireError(code, errors.New(be.GetMessage()))
+	if be.GetDetail() != nil {
+		if d, err := connect.NewErrorDetail(be.GetDetail()); err == nil {
+			ce.AddDetail(d)
+		}
+	}
+	return ce
+}

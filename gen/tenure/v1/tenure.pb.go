@@ -1063,6 +1063,437 @@ func (x *WatchResponse) GetEvent() *WatchEvent {
 	return nil
 }
 
+type BatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ops           []*BatchOp             `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchRequest) Reset() {
+	*x = BatchRequest{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchRequest) ProtoMessage() {}
+
+func (x *BatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
+func (*BatchRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *BatchRequest) GetOps() []*BatchOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+// BatchOp is one request of a batch. An acquire may not wait: waiting
+// acquires have their own call.
+type BatchOp struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*BatchOp_Acquire
+	//	*BatchOp_Renew
+	//	*BatchOp_Release
+	//	*BatchOp_Put
+	//	*BatchOp_Delete
+	Op            isBatchOp_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchOp) Reset() {
+	*x = BatchOp{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchOp) ProtoMessage() {}
+
+func (x *BatchOp) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchOp.ProtoReflect.Descriptor instead.
+func (*BatchOp) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *BatchOp) GetOp() isBatchOp_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *BatchOp) GetAcquire() *AcquireRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchOp_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *BatchOp) GetRenew() *RenewRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchOp_Renew); ok {
+			return x.Renew
+		}
+	}
+	return nil
+}
+
+func (x *BatchOp) GetRelease() *ReleaseRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchOp_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *BatchOp) GetPut() *KVPutRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchOp_Put); ok {
+			return x.Put
+		}
+	}
+	return nil
+}
+
+func (x *BatchOp) GetDelete() *KVDeleteRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchOp_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+type isBatchOp_Op interface {
+	isBatchOp_Op()
+}
+
+type BatchOp_Acquire struct {
+	Acquire *AcquireRequest `protobuf:"bytes,1,opt,name=acquire,proto3,oneof"`
+}
+
+type BatchOp_Renew struct {
+	Renew *RenewRequest `protobuf:"bytes,2,opt,name=renew,proto3,oneof"`
+}
+
+type BatchOp_Release struct {
+	Release *ReleaseRequest `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type BatchOp_Put struct {
+	Put *KVPutRequest `protobuf:"bytes,4,opt,name=put,proto3,oneof"`
+}
+
+type BatchOp_Delete struct {
+	Delete *KVDeleteRequest `protobuf:"bytes,5,opt,name=delete,proto3,oneof"`
+}
+
+func (*BatchOp_Acquire) isBatchOp_Op() {}
+
+func (*BatchOp_Renew) isBatchOp_Op() {}
+
+func (*BatchOp_Release) isBatchOp_Op() {}
+
+func (*BatchOp_Put) isBatchOp_Op() {}
+
+func (*BatchOp_Delete) isBatchOp_Op() {}
+
+// BatchError is the error of one op: what the op's own call would have
+// returned as its error.
+type BatchError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Connect error code (connect.Code: 3 invalid_argument, 5 not_found,
+	// 9 failed_precondition, ...).
+	Code          uint32       `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string       `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Detail        *ErrorDetail `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchError) Reset() {
+	*x = BatchError{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchError) ProtoMessage() {}
+
+func (x *BatchError) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchError.ProtoReflect.Descriptor instead.
+func (*BatchError) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *BatchError) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *BatchError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *BatchError) GetDetail() *ErrorDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
+type BatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchResult_Acquire
+	//	*BatchResult_Renew
+	//	*BatchResult_Release
+	//	*BatchResult_Put
+	//	*BatchResult_Delete
+	//	*BatchResult_Error
+	Result        isBatchResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResult) Reset() {
+	*x = BatchResult{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResult) ProtoMessage() {}
+
+func (x *BatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
+func (*BatchResult) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *BatchResult) GetResult() isBatchResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchResult) GetAcquire() *AcquireResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *BatchResult) GetRenew() *RenewResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Renew); ok {
+			return x.Renew
+		}
+	}
+	return nil
+}
+
+func (x *BatchResult) GetRelease() *ReleaseResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *BatchResult) GetPut() *KVPutResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Put); ok {
+			return x.Put
+		}
+	}
+	return nil
+}
+
+func (x *BatchResult) GetDelete() *KVDeleteResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+func (x *BatchResult) GetError() *BatchError {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isBatchResult_Result interface {
+	isBatchResult_Result()
+}
+
+type BatchResult_Acquire struct {
+	Acquire *AcquireResponse `protobuf:"bytes,1,opt,name=acquire,proto3,oneof"`
+}
+
+type BatchResult_Renew struct {
+	Renew *RenewResponse `protobuf:"bytes,2,opt,name=renew,proto3,oneof"`
+}
+
+type BatchResult_Release struct {
+	Release *ReleaseResponse `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type BatchResult_Put struct {
+	Put *KVPutResponse `protobuf:"bytes,4,opt,name=put,proto3,oneof"`
+}
+
+type BatchResult_Delete struct {
+	Delete *KVDeleteResponse `protobuf:"bytes,5,opt,name=delete,proto3,oneof"`
+}
+
+type BatchResult_Error struct {
+	Error *BatchError `protobuf:"bytes,15,opt,name=error,proto3,oneof"`
+}
+
+func (*BatchResult_Acquire) isBatchResult_Result() {}
+
+func (*BatchResult_Renew) isBatchResult_Result() {}
+
+func (*BatchResult_Release) isBatchResult_Result() {}
+
+func (*BatchResult_Put) isBatchResult_Result() {}
+
+func (*BatchResult_Delete) isBatchResult_Result() {}
+
+func (*BatchResult_Error) isBatchResult_Result() {}
+
+type BatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per op, in the order of the request.
+	Results       []*BatchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResponse) Reset() {
+	*x = BatchResponse{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResponse) ProtoMessage() {}
+
+func (x *BatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
+func (*BatchResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *BatchResponse) GetResults() []*BatchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 type KVPutRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -1076,7 +1507,7 @@ type KVPutRequest struct {
 
 func (x *KVPutRequest) Reset() {
 	*x = KVPutRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1519,7 @@ func (x *KVPutRequest) String() string {
 func (*KVPutRequest) ProtoMessage() {}
 
 func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1532,7 @@ func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutRequest.ProtoReflect.Descriptor instead.
 func (*KVPutRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{17}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KVPutRequest) GetKey() string {
@@ -1141,7 +1572,7 @@ type KVPutResponse struct {
 
 func (x *KVPutResponse) Reset() {
 	*x = KVPutResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1584,7 @@ func (x *KVPutResponse) String() string {
 func (*KVPutResponse) ProtoMessage() {}
 
 func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1597,7 @@ func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutResponse.ProtoReflect.Descriptor instead.
 func (*KVPutResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{18}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KVPutResponse) GetRevision() uint64 {
@@ -1185,7 +1616,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1628,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1641,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{19}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KVGetRequest) GetKey() string {
@@ -1236,7 +1667,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1679,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1692,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{20}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KVGetResponse) GetKey() string {
@@ -1313,7 +1744,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1756,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1769,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{21}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1388,7 +1819,7 @@ type KVListRequest struct {
 
 func (x *KVListRequest) Reset() {
 	*x = KVListRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1831,7 @@ func (x *KVListRequest) String() string {
 func (*KVListRequest) ProtoMessage() {}
 
 func (x *KVListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1844,7 @@ func (x *KVListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVListRequest.ProtoReflect.Descriptor instead.
 func (*KVListRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{22}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KVListRequest) GetPrefix() string {
@@ -1440,7 +1871,7 @@ type KVListResponse struct {
 
 func (x *KVListResponse) Reset() {
 	*x = KVListResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1883,7 @@ func (x *KVListResponse) String() string {
 func (*KVListResponse) ProtoMessage() {}
 
 func (x *KVListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1896,7 @@ func (x *KVListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVListResponse.ProtoReflect.Descriptor instead.
 func (*KVListResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{23}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KVListResponse) GetEntries() []*KVEntry {
@@ -1486,7 +1917,7 @@ type KVDeleteRequest struct {
 
 func (x *KVDeleteRequest) Reset() {
 	*x = KVDeleteRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1929,7 @@ func (x *KVDeleteRequest) String() string {
 func (*KVDeleteRequest) ProtoMessage() {}
 
 func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1942,7 @@ func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteRequest.ProtoReflect.Descriptor instead.
 func (*KVDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{24}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *KVDeleteRequest) GetKey() string {
@@ -1544,7 +1975,7 @@ type KVDeleteResponse struct {
 
 func (x *KVDeleteResponse) Reset() {
 	*x = KVDeleteResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1987,7 @@ func (x *KVDeleteResponse) String() string {
 func (*KVDeleteResponse) ProtoMessage() {}
 
 func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +2000,7 @@ func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteResponse.ProtoReflect.Descriptor instead.
 func (*KVDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{25}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *KVDeleteResponse) GetRevision() uint64 {
@@ -1593,7 +2024,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +2036,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +2049,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{26}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Member) GetId() string {
@@ -1664,7 +2095,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +2107,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +2120,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{27}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{32}
 }
 
 type StatusResponse struct {
@@ -1720,7 +2151,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +2163,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +2176,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{28}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1867,7 +2298,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +2310,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +2323,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{29}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -1935,7 +2366,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2378,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2391,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{30}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *JoinResponse) GetMembers() []*Member {
@@ -1986,7 +2417,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2429,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2442,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{31}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LeaveRequest) GetNodeId() string {
@@ -2029,7 +2460,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2472,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2485,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{32}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{37}
 }
 
 type TransferLeadershipRequest struct {
@@ -2067,7 +2498,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2510,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2523,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{33}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TransferLeadershipRequest) GetNodeId() string {
@@ -2111,7 +2542,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2554,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2567,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{34}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2217,7 +2648,31 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\rTYPE_RELEASED\x10\x04\x12\x10\n" +
 	"\fTYPE_EXPIRED\x10\x05\"<\n" +
 	"\rWatchResponse\x12+\n" +
-	"\x05event\x18\x01 \x01(\v2\x15.tenure.v1.WatchEventR\x05event\"b\n" +
+	"\x05event\x18\x01 \x01(\v2\x15.tenure.v1.WatchEventR\x05event\"4\n" +
+	"\fBatchRequest\x12$\n" +
+	"\x03ops\x18\x01 \x03(\v2\x12.tenure.v1.BatchOpR\x03ops\"\x91\x02\n" +
+	"\aBatchOp\x125\n" +
+	"\aacquire\x18\x01 \x01(\v2\x19.tenure.v1.AcquireRequestH\x00R\aacquire\x12/\n" +
+	"\x05renew\x18\x02 \x01(\v2\x17.tenure.v1.RenewRequestH\x00R\x05renew\x125\n" +
+	"\arelease\x18\x03 \x01(\v2\x19.tenure.v1.ReleaseRequestH\x00R\arelease\x12+\n" +
+	"\x03put\x18\x04 \x01(\v2\x17.tenure.v1.KVPutRequestH\x00R\x03put\x124\n" +
+	"\x06delete\x18\x05 \x01(\v2\x1a.tenure.v1.KVDeleteRequestH\x00R\x06deleteB\x04\n" +
+	"\x02op\"j\n" +
+	"\n" +
+	"BatchError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\x06detail\x18\x03 \x01(\v2\x16.tenure.v1.ErrorDetailR\x06detail\"\xcd\x02\n" +
+	"\vBatchResult\x126\n" +
+	"\aacquire\x18\x01 \x01(\v2\x1a.tenure.v1.AcquireResponseH\x00R\aacquire\x120\n" +
+	"\x05renew\x18\x02 \x01(\v2\x18.tenure.v1.RenewResponseH\x00R\x05renew\x126\n" +
+	"\arelease\x18\x03 \x01(\v2\x1a.tenure.v1.ReleaseResponseH\x00R\arelease\x12,\n" +
+	"\x03put\x18\x04 \x01(\v2\x18.tenure.v1.KVPutResponseH\x00R\x03put\x125\n" +
+	"\x06delete\x18\x05 \x01(\v2\x1b.tenure.v1.KVDeleteResponseH\x00R\x06delete\x12-\n" +
+	"\x05error\x18\x0f \x01(\v2\x15.tenure.v1.BatchErrorH\x00R\x05errorB\b\n" +
+	"\x06result\"A\n" +
+	"\rBatchResponse\x120\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.tenure.v1.BatchResultR\aresults\"b\n" +
 	"\fKVPutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
@@ -2295,14 +2750,15 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x19TransferLeadershipRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"9\n" +
 	"\x1aTransferLeadershipResponse\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId2\x8d\x03\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId2\xcb\x03\n" +
 	"\fLeaseService\x12B\n" +
 	"\aAcquire\x12\x19.tenure.v1.AcquireRequest\x1a\x1a.tenure.v1.AcquireResponse\"\x00\x12<\n" +
 	"\x05Renew\x12\x17.tenure.v1.RenewRequest\x1a\x18.tenure.v1.RenewResponse\"\x00\x12B\n" +
 	"\aRelease\x12\x19.tenure.v1.ReleaseRequest\x1a\x1a.tenure.v1.ReleaseResponse\"\x00\x129\n" +
 	"\x03Get\x12\x15.tenure.v1.GetRequest\x1a\x16.tenure.v1.GetResponse\"\x03\x90\x02\x01\x12<\n" +
 	"\x04List\x12\x16.tenure.v1.ListRequest\x1a\x17.tenure.v1.ListResponse\"\x03\x90\x02\x01\x12>\n" +
-	"\x05Watch\x12\x17.tenure.v1.WatchRequest\x1a\x18.tenure.v1.WatchResponse\"\x000\x012\x8d\x02\n" +
+	"\x05Watch\x12\x17.tenure.v1.WatchRequest\x1a\x18.tenure.v1.WatchResponse\"\x000\x01\x12<\n" +
+	"\x05Batch\x12\x17.tenure.v1.BatchRequest\x1a\x18.tenure.v1.BatchResponse\"\x002\x8d\x02\n" +
 	"\tKVService\x12:\n" +
 	"\x03Put\x12\x17.tenure.v1.KVPutRequest\x1a\x18.tenure.v1.KVPutResponse\"\x00\x12=\n" +
 	"\x03Get\x12\x17.tenure.v1.KVGetRequest\x1a\x18.tenure.v1.KVGetResponse\"\x03\x90\x02\x01\x12C\n" +
@@ -2327,7 +2783,7 @@ func file_tenure_v1_tenure_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_v1_tenure_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_tenure_v1_tenure_proto_goTypes = []any{
 	(WatchEvent_Type)(0),               // 0: tenure.v1.WatchEvent.Type
 	(*Lease)(nil),                      // 1: tenure.v1.Lease
@@ -2347,34 +2803,39 @@ var file_tenure_v1_tenure_proto_goTypes = []any{
 	(*WatchRequest)(nil),               // 15: tenure.v1.WatchRequest
 	(*WatchEvent)(nil),                 // 16: tenure.v1.WatchEvent
 	(*WatchResponse)(nil),              // 17: tenure.v1.WatchResponse
-	(*KVPutRequest)(nil),               // 18: tenure.v1.KVPutRequest
-	(*KVPutResponse)(nil),              // 19: tenure.v1.KVPutResponse
-	(*KVGetRequest)(nil),               // 20: tenure.v1.KVGetRequest
-	(*KVGetResponse)(nil),              // 21: tenure.v1.KVGetResponse
-	(*KVEntry)(nil),                    // 22: tenure.v1.KVEntry
-	(*KVListRequest)(nil),              // 23: tenure.v1.KVListRequest
-	(*KVListResponse)(nil),             // 24: tenure.v1.KVListResponse
-	(*KVDeleteRequest)(nil),            // 25: tenure.v1.KVDeleteRequest
-	(*KVDeleteResponse)(nil),           // 26: tenure.v1.KVDeleteResponse
-	(*Member)(nil),                     // 27: tenure.v1.Member
-	(*StatusRequest)(nil),              // 28: tenure.v1.StatusRequest
-	(*StatusResponse)(nil),             // 29: tenure.v1.StatusResponse
-	(*JoinRequest)(nil),                // 30: tenure.v1.JoinRequest
-	(*JoinResponse)(nil),               // 31: tenure.v1.JoinResponse
-	(*LeaveRequest)(nil),               // 32: tenure.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 33: tenure.v1.LeaveResponse
-	(*TransferLeadershipRequest)(nil),  // 34: tenure.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 35: tenure.v1.TransferLeadershipResponse
-	(*durationpb.Duration)(nil),        // 36: google.protobuf.Duration
+	(*BatchRequest)(nil),               // 18: tenure.v1.BatchRequest
+	(*BatchOp)(nil),                    // 19: tenure.v1.BatchOp
+	(*BatchError)(nil),                 // 20: tenure.v1.BatchError
+	(*BatchResult)(nil),                // 21: tenure.v1.BatchResult
+	(*BatchResponse)(nil),              // 22: tenure.v1.BatchResponse
+	(*KVPutRequest)(nil),               // 23: tenure.v1.KVPutRequest
+	(*KVPutResponse)(nil),              // 24: tenure.v1.KVPutResponse
+	(*KVGetRequest)(nil),               // 25: tenure.v1.KVGetRequest
+	(*KVGetResponse)(nil),              // 26: tenure.v1.KVGetResponse
+	(*KVEntry)(nil),                    // 27: tenure.v1.KVEntry
+	(*KVListRequest)(nil),              // 28: tenure.v1.KVListRequest
+	(*KVListResponse)(nil),             // 29: tenure.v1.KVListResponse
+	(*KVDeleteRequest)(nil),            // 30: tenure.v1.KVDeleteRequest
+	(*KVDeleteResponse)(nil),           // 31: tenure.v1.KVDeleteResponse
+	(*Member)(nil),                     // 32: tenure.v1.Member
+	(*StatusRequest)(nil),              // 33: tenure.v1.StatusRequest
+	(*StatusResponse)(nil),             // 34: tenure.v1.StatusResponse
+	(*JoinRequest)(nil),                // 35: tenure.v1.JoinRequest
+	(*JoinResponse)(nil),               // 36: tenure.v1.JoinResponse
+	(*LeaveRequest)(nil),               // 37: tenure.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 38: tenure.v1.LeaveResponse
+	(*TransferLeadershipRequest)(nil),  // 39: tenure.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 40: tenure.v1.TransferLeadershipResponse
+	(*durationpb.Duration)(nil),        // 41: google.protobuf.Duration
 }
 var file_tenure_v1_tenure_proto_depIdxs = []int32{
-	36, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	36, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	36, // 2: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	36, // 3: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	36, // 4: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	41, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	41, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	41, // 2: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	41, // 3: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	41, // 4: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
 	1,  // 5: tenure.v1.AcquireResponse.lease:type_name -> tenure.v1.Lease
-	36, // 6: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
+	41, // 6: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
 	5,  // 7: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
 	1,  // 8: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
 	7,  // 9: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
@@ -2384,44 +2845,60 @@ var file_tenure_v1_tenure_proto_depIdxs = []int32{
 	0,  // 13: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
 	1,  // 14: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
 	16, // 15: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
-	22, // 16: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
-	27, // 17: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
-	36, // 18: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
-	36, // 19: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
-	27, // 20: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
-	3,  // 21: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
-	6,  // 22: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
-	9,  // 23: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
-	11, // 24: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
-	13, // 25: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
-	15, // 26: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
-	18, // 27: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
-	20, // 28: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
-	25, // 29: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
-	23, // 30: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
-	28, // 31: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
-	30, // 32: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
-	32, // 33: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
-	34, // 34: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
-	4,  // 35: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
-	8,  // 36: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
-	10, // 37: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
-	12, // 38: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
-	14, // 39: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
-	17, // 40: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
-	19, // 41: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
-	21, // 42: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
-	26, // 43: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
-	24, // 44: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
-	29, // 45: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
-	31, // 46: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
-	33, // 47: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
-	35, // 48: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
-	35, // [35:49] is the sub-list for method output_type
-	21, // [21:35] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	19, // 16: tenure.v1.BatchRequest.ops:type_name -> tenure.v1.BatchOp
+	3,  // 17: tenure.v1.BatchOp.acquire:type_name -> tenure.v1.AcquireRequest
+	6,  // 18: tenure.v1.BatchOp.renew:type_name -> tenure.v1.RenewRequest
+	9,  // 19: tenure.v1.BatchOp.release:type_name -> tenure.v1.ReleaseRequest
+	23, // 20: tenure.v1.BatchOp.put:type_name -> tenure.v1.KVPutRequest
+	30, // 21: tenure.v1.BatchOp.delete:type_name -> tenure.v1.KVDeleteRequest
+	2,  // 22: tenure.v1.BatchError.detail:type_name -> tenure.v1.ErrorDetail
+	4,  // 23: tenure.v1.BatchResult.acquire:type_name -> tenure.v1.AcquireResponse
+	8,  // 24: tenure.v1.BatchResult.renew:type_name -> tenure.v1.RenewResponse
+	10, // 25: tenure.v1.BatchResult.release:type_name -> tenure.v1.ReleaseResponse
+	24, // 26: tenure.v1.BatchResult.put:type_name -> tenure.v1.KVPutResponse
+	31, // 27: tenure.v1.BatchResult.delete:type_name -> tenure.v1.KVDeleteResponse
+	20, // 28: tenure.v1.BatchResult.error:type_name -> tenure.v1.BatchError
+	21, // 29: tenure.v1.BatchResponse.results:type_name -> tenure.v1.BatchResult
+	27, // 30: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
+	32, // 31: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
+	41, // 32: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
+	41, // 33: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
+	32, // 34: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
+	3,  // 35: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
+	6,  // 36: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
+	9,  // 37: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
+	11, // 38: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
+	13, // 39: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
+	15, // 40: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
+	18, // 41: tenure.v1.LeaseService.Batch:input_type -> tenure.v1.BatchRequest
+	23, // 42: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
+	25, // 43: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
+	30, // 44: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
+	28, // 45: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
+	33, // 46: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
+	35, // 47: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
+	37, // 48: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
+	39, // 49: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
+	4,  // 50: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
+	8,  // 51: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
+	10, // 52: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
+	12, // 53: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
+	14, // 54: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
+	17, // 55: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
+	22, // 56: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
+	24, // 57: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
+	26, // 58: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
+	31, // 59: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
+	29, // 60: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
+	34, // 61: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
+	36, // 62: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
+	38, // 63: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
+	40, // 64: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
+	50, // [50:65] is the sub-list for method output_type
+	35, // [35:50] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_tenure_proto_init() }
@@ -2429,13 +2906,28 @@ func file_tenure_v1_tenure_proto_init() {
 	if File_tenure_v1_tenure_proto != nil {
 		return
 	}
+	file_tenure_v1_tenure_proto_msgTypes[18].OneofWrappers = []any{
+		(*BatchOp_Acquire)(nil),
+		(*BatchOp_Renew)(nil),
+		(*BatchOp_Release)(nil),
+		(*BatchOp_Put)(nil),
+		(*BatchOp_Delete)(nil),
+	}
+	file_tenure_v1_tenure_proto_msgTypes[20].OneofWrappers = []any{
+		(*BatchResult_Acquire)(nil),
+		(*BatchResult_Renew)(nil),
+		(*BatchResult_Release)(nil),
+		(*BatchResult_Put)(nil),
+		(*BatchResult_Delete)(nil),
+		(*BatchResult_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_tenure_proto_rawDesc), len(file_tenure_v1_tenure_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -53,6 +53,8 @@ const (
 	LeaseServiceListProcedure = "/tenure.v1.LeaseService/List"
 	// LeaseServiceWatchProcedure is the fully-qualified name of the LeaseService's Watch RPC.
 	LeaseServiceWatchProcedure = "/tenure.v1.LeaseService/Watch"
+	// LeaseServiceBatchProcedure is the fully-qualified name of the LeaseService's Batch RPC.
+	LeaseServiceBatchProcedure = "/tenure.v1.LeaseService/Batch"
 	// KVServicePutProcedure is the fully-qualified name of the KVService's Put RPC.
 	KVServicePutProcedure = "/tenure.v1.KVService/Put"
 	// KVServiceGetProcedure is the fully-qualified name of the KVService's Get RPC.
@@ -80,6 +82,13 @@ type LeaseServiceClient interface {
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
 	Watch(context.Context, *connect.Request[v1.WatchRequest]) (*connect.ServerStreamForClient[v1.WatchResponse], error)
+	// Batch carries several independent requests in one call: the Go client
+	// coalesces concurrent calls into one, so that many callers share one
+	// round trip and one raft entry. Each op is applied as if it had been sent
+	// alone, in the order given, and gets its own result or error; one op's
+	// failure does not affect the others. An error of the call itself (no
+	// leader, a timeout) applies to every op.
+	Batch(context.Context, *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error)
 }
 
 // NewLeaseServiceClient constructs a client for the tenure.v1.LeaseService service. By default, it
@@ -131,6 +140,12 @@ func NewLeaseServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(leaseServiceMethods.ByName("Watch")),
 			connect.WithClientOptions(opts...),
 		),
+		batch: connect.NewClient[v1.BatchRequest, v1.BatchResponse](
+			httpClient,
+			baseURL+LeaseServiceBatchProcedure,
+			connect.WithSchema(leaseServiceMethods.ByName("Batch")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -142,6 +157,7 @@ type leaseServiceClient struct {
 	get     *connect.Client[v1.GetRequest, v1.GetResponse]
 	list    *connect.Client[v1.ListRequest, v1.ListResponse]
 	watch   *connect.Client[v1.WatchRequest, v1.WatchResponse]
+	batch   *connect.Client[v1.BatchRequest, v1.BatchResponse]
 }
 
 // Acquire calls tenure.v1.LeaseService.Acquire.
@@ -174,6 +190,11 @@ func (c *leaseServiceClient) Watch(ctx context.Context, req *connect.Request[v1.
 	return c.watch.CallServerStream(ctx, req)
 }
 
+// Batch calls tenure.v1.LeaseService.Batch.
+func (c *leaseServiceClient) Batch(ctx context.Context, req *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error) {
+	return c.batch.CallUnary(ctx, req)
+}
+
 // LeaseServiceHandler is an implementation of the tenure.v1.LeaseService service.
 type LeaseServiceHandler interface {
 	Acquire(context.Context, *connect.Request[v1.AcquireRequest]) (*connect.Response[v1.AcquireResponse], error)
@@ -182,6 +203,13 @@ type LeaseServiceHandler interface {
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
 	Watch(context.Context, *connect.Request[v1.WatchRequest], *connect.ServerStream[v1.WatchResponse]) error
+	// Batch carries several independent requests in one call: the Go client
+	// coalesces concurrent calls into one, so that many callers share one
+	// round trip and one raft entry. Each op is applied as if it had been sent
+	// alone, in the order given, and gets its own result or error; one op's
+	// failure does not affect the others. An error of the call itself (no
+	// leader, a timeout) applies to every op.
+	Batch(context.Context, *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error)
 }
 
 // NewLeaseServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -229,6 +257,12 @@ func NewLeaseServiceHandler(svc LeaseServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(leaseServiceMethods.ByName("Watch")),
 		connect.WithHandlerOptions(opts...),
 	)
+	leaseServiceBatchHandler := connect.NewUnaryHandler(
+		LeaseServiceBatchProcedure,
+		svc.Batch,
+		connect.WithSchema(leaseServiceMethods.ByName("Batch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/tenure.v1.LeaseService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LeaseServiceAcquireProcedure:
@@ -243,6 +277,8 @@ func NewLeaseServiceHandler(svc LeaseServiceHandler, opts ...connect.HandlerOpti
 			leaseServiceListHandler.ServeHTTP(w, r)
 		case LeaseServiceWatchProcedure:
 			leaseServiceWatchHandler.ServeHTTP(w, r)
+		case LeaseServiceBatchProcedure:
+			leaseServiceBatchHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -274,6 +310,10 @@ func (UnimplementedLeaseServiceHandler) List(context.Context, *connect.Request[v
 
 func (UnimplementedLeaseServiceHandler) Watch(context.Context, *connect.Request[v1.WatchRequest], *connect.ServerStream[v1.WatchResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.LeaseService.Watch is not implemented"))
+}
+
+func (UnimplementedLeaseServiceHandler) Batch(context.Context, *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.LeaseService.Batch is not implemented"))
 }
 
 // KVServiceClient is a client for the tenure.v1.KVService service.

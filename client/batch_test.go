@@ -1,0 +1,241 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/tenure-io/tenure/client"
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/internal/fakeserver"
+	"github.com/tenure-io/tenure/internal/wire"
+	"github.com/tenure-io/tenure/lease"
+)
+
+// TestConcurrentCallsShareABatch holds the first Put at the server, so
+// that the next ten queue behind it: they must go out together, in one
+// Batch call, each with its own answer.
+func TestConcurrentCallsShareABatch(t *testing.T) {
+	first := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	fake := &fakeserver.Server{Put: func(_ context.Context, req *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error) {
+		if req.GetKey() == "first" {
+			once.Do(func() { close(first) })
+			<-release
+		}
+		if req.GetToken() == 99 {
+			return nil, wire.ToConnectError(fmt.Errorf("%w: key %s", lease.ErrStaleToken, req.GetKey()))
+		}
+		return &tenurev1.KVPutResponse{Revision: req.GetToken()}, nil
+	}}
+	c := mustClient(t, fakeserver.Start(t, fake))
+	const n = 10
+	allQueued := make(chan struct{})
+	client.SetBatchQueueHook(c, func(q int) {
+		if q == n {
+			close(allQueued)
+		}
+	})
+	ctx := ctxT(t)
+
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := c.Put(ctx, "first", []byte("v"), "l", 1)
+		firstDone <- err
+	}()
+	waitFor(t, ctx, first, "the first put to reach the server")
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	revs := make([]uint64, n)
+	for i := range n {
+		wg.Go(func() {
+			token := uint64(100 + i)
+			if i == 3 {
+				token = 99
+			}
+			revs[i], errs[i] = c.Put(ctx, fmt.Sprintf("k%d", i), []byte("v"), "l", token)
+		})
+	}
+	waitFor(t, ctx, allQueued, fmt.Sprintf("%d puts to queue behind the first", n))
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatalf("first put: %v", err)
+	}
+	wg.Wait()
+	for i := range n {
+		switch {
+		case i == 3:
+			if !errors.Is(errs[i], lease.ErrStaleToken) || connect.CodeOf(errs[i]) != connect.CodeFailedPrecondition {
+				t.Errorf("put %d: got %v, want the stale-token error of its own", i, errs[i])
+			}
+		case errs[i] != nil || revs[i] != uint64(100+i):
+			t.Errorf("put %d: got revision %d, %v; want revision %d", i, revs[i], errs[i], 100+i)
+		}
+	}
+	if got := fake.Calls("Batch"); got != 2 {
+		t.Errorf("%d Batch calls for 1 + %d concurrent puts, want 2", got, n)
+	}
+	if got := fake.Calls("Put"); got != n+1 {
+		t.Errorf("%d puts reached the server, want %d", got, n+1)
+	}
+}
+
+// TestBatchedErrorsAreTheSame checks that an op's error comes back the
+// same, batched or not: code, message, sentinel and details.
+func TestBatchedErrorsAreTheSame(t *testing.T) {
+	heldErr := &lease.HeldError{Name: "jobs/x", Holder: "other", Token: 41, Remaining: 3 * time.Second}
+	fake := &fakeserver.Server{
+		Acquire: func(context.Context, *tenurev1.AcquireRequest) (*tenurev1.AcquireResponse, error) {
+			return nil, wire.ToConnectError(heldErr)
+		},
+		Release: func(context.Context, *tenurev1.ReleaseRequest) (*tenurev1.ReleaseResponse, error) {
+			return nil, wire.ToConnectError(fmt.Errorf("%w: jobs/x is not held", lease.ErrNotFound))
+		},
+		Delete: func(context.Context, *tenurev1.KVDeleteRequest) (*tenurev1.KVDeleteResponse, error) {
+			return nil, wire.ToConnectError(fmt.Errorf("%w: key too long", lease.ErrInvalid))
+		},
+		Renew: func(context.Context, *tenurev1.RenewRequest) (*tenurev1.RenewResponse, error) {
+			return nil, wire.ToConnectError(fmt.Errorf("%w: token 3 of jobs/x", lease.ErrStaleToken))
+		},
+	}
+	addr := fakeserver.Start(t, fake)
+	ctx := ctxT(t)
+	calls := func(c *client.Client) []error {
+		_, acqErr := c.Acquire(ctx, "jobs/x", "me", 5*time.Second)
+		_, delErr := c.Delete(ctx, "k", "jobs/x", 3)
+		_, renErr := c.RenewOne(ctx, "jobs/x", 3)
+		return []error{acqErr, c.Release(ctx, "jobs/x", 3), delErr, renErr}
+	}
+	batched := calls(mustClient(t, addr))
+	if got := fake.Calls("Batch"); got != 4 {
+		t.Fatalf("%d Batch calls, want 4: the calls did not go batched", got)
+	}
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = []string{addr}
+	cfg.NoBatching = true
+	alone, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alone.Close()
+	single := calls(alone)
+	if got := fake.Calls("Batch"); got != 4 {
+		t.Fatalf("NoBatching still sent Batch calls (%d)", got)
+	}
+	for i := range batched {
+		b, s := batched[i], single[i]
+		if b == nil || s == nil || b.Error() != s.Error() || connect.CodeOf(b) != connect.CodeOf(s) {
+			t.Errorf("call %d: batched %v (%v), alone %v (%v)", i, b, connect.CodeOf(b), s, connect.CodeOf(s))
+		}
+		for _, sentinel := range []error{lease.ErrHeld, lease.ErrNotFound, lease.ErrInvalid, lease.ErrStaleToken, client.ErrIndeterminate} {
+			if errors.Is(b, sentinel) != errors.Is(s, sentinel) {
+				t.Errorf("call %d: errors.Is(_, %v): batched %v, alone %v", i, sentinel, errors.Is(b, sentinel), errors.Is(s, sentinel))
+			}
+		}
+	}
+	var hb, hs *client.HeldError
+	if !errors.As(batched[0], &hb) || !errors.As(single[0], &hs) || *hb != *hs || hb.Holder != "other" || hb.Token != 41 {
+		t.Errorf("held errors differ: batched %+v, alone %+v", hb, hs)
+	}
+}
+
+// TestBatchFallsBackToSingleCalls talks to a server without Batch: the
+// first call learns that and goes alone, and so do the later ones.
+func TestBatchFallsBackToSingleCalls(t *testing.T) {
+	fake := &fakeserver.Server{NoBatch: true, Acquire: grant,
+		Put: func(context.Context, *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error) {
+			return &tenurev1.KVPutResponse{Revision: 5}, nil
+		}}
+	c := mustClient(t, fakeserver.Start(t, fake))
+	ctx := ctxT(t)
+	for range 3 {
+		l, err := c.Acquire(ctx, "jobs/x", "me", 5*time.Second)
+		if err != nil || l.Token != 7 {
+			t.Fatalf("acquire: %+v, %v", l, err)
+		}
+		if rev, err := c.Put(ctx, "k", []byte("v"), "jobs/x", l.Token); err != nil || rev != 5 {
+			t.Fatalf("put: %d, %v", rev, err)
+		}
+	}
+	if got := fake.Calls("Batch"); got != 1 {
+		t.Errorf("%d Batch calls, want 1 (then none once the server said it has no Batch)", got)
+	}
+	if got := fake.Calls("Acquire") + fake.Calls("Put"); got != 6 {
+		t.Errorf("%d single calls, want 6", got)
+	}
+}
+
+// waitFor waits for ch to close, failing the test if ctx ends first.
+func waitFor(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		t.Fatalf("gave up waiting for %s", what)
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestQueuedCallWhoseContextEndsIsNotSent: a call still queued behind a
+// batch when its context ends leaves the queue, never reaches the server,
+// and fails with its context's error.
+func TestQueuedCallWhoseContextEndsIsNotSent(t *testing.T) {
+	first := make(chan struct{})
+	release := make(chan struct{})
+	fake := &fakeserver.Server{Put: func(_ context.Context, req *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error) {
+		if req.GetKey() == "first" {
+			close(first)
+			<-release
+		}
+		return &tenurev1.KVPutResponse{Revision: 1}, nil
+	}}
+	c := mustClient(t, fakeserver.Start(t, fake))
+	queued := make(chan struct{})
+	client.SetBatchQueueHook(c, func(n int) {
+		if n == 1 {
+			close(queued)
+		}
+	})
+	ctx := ctxT(t)
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := c.Put(ctx, "first", []byte("v"), "l", 1)
+		firstDone <- err
+	}()
+	waitFor(t, ctx, first, "the first put to reach the server")
+
+	short, cancel := context.WithCancel(ctx)
+	secondDone := make(chan error, 1)
+	go func() {
+		_, err := c.Put(short, "second", []byte("v"), "l", 1)
+		secondDone <- err
+	}()
+	waitFor(t, ctx, queued, "the second put to queue")
+	cancel()
+	if err := <-secondDone; !errors.Is(err, context.Canceled) {
+		t.Errorf("the cancelled queued put returned %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatalf("first put: %v", err)
+	}
+	// One more call: it would share a batch with the cancelled one, had
+	// that stayed queued.
+	if _, err := c.Put(ctx, "third", []byte("v"), "l", 1); err != nil {
+		t.Fatalf("third put: %v", err)
+	}
+	if got := fake.Calls("Put"); got != 2 {
+		t.Errorf("%d puts reached the server, want 2: the cancelled one was sent", got)
+	}
+}

@@ -1,0 +1,99 @@
+package lease
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// encodeWholeSnapshot is how snapshots were written before Capture: the
+// whole snapshot built in memory and encoded at once. WriteSnapshot must
+// give the same bytes.
+func encodeWholeSnapshot(s *State) []byte {
+	snap := snapshot{Version: snapshotV1, Now: s.now, LastToken: s.lastToken, Revision: s.revision}
+	for _, name := range s.leases.sortedNames() {
+		for _, l := range s.leases.get(name) {
+			snap.Leases = append(snap.Leases, *l)
+			if l.Limit != 0 {
+				snap.Version = max(snap.Version, snapshotV2)
+			}
+			if l.Principal != "" {
+				snap.Version = snapshotV3
+			}
+		}
+	}
+	for _, name := range sortedKeys(s.queues) {
+		snap.Queues = append(snap.Queues, snapshotQueue{Name: name, Waiters: s.queues[name]})
+		for _, w := range s.queues[name] {
+			if w.Limit != 0 {
+				snap.Version = max(snap.Version, snapshotV2)
+			}
+			if w.Principal != "" {
+				snap.Version = snapshotV3
+			}
+		}
+	}
+	for _, key := range sortedKeys(s.kv) {
+		f := s.kv[key]
+		snap.KV = append(snap.KV, snapshotKey{Key: key, Fence: f.Token, Entry: f.Entry})
+	}
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(&snap); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// TestCaptureIsPointInTime captures a state, changes every part of it
+// (renewals, re-acquires, grants, releases, waiters, writes, deletes), and
+// checks that the capture still writes the state as it was.
+func TestCaptureIsPointInTime(t *testing.T) {
+	s := New()
+	at := time.Duration(0)
+	apply := func(ops ...Op) []Result {
+		t.Helper()
+		at += time.Millisecond
+		res, _ := s.Apply(Batch{Now: at, Ops: ops})
+		for i, r := range res {
+			if r.Err != nil && !r.Queued {
+				t.Fatalf("op %d %+v: %v", i, ops[i], r.Err)
+			}
+		}
+		return res
+	}
+	var tokens []uint64
+	for i := range 20 {
+		r := apply(Op{Type: OpAcquire, Name: fmt.Sprintf("l%02d", i), Holder: "h", TTL: time.Minute})
+		tokens = append(tokens, r[0].Lease.Token)
+	}
+	apply(Op{Type: OpAcquire, Name: "sem", Holder: "a", TTL: time.Minute, Limit: 2},
+		Op{Type: OpAcquire, Name: "sem", Holder: "b", TTL: time.Minute, Limit: 2})
+	apply(Op{Type: OpPut, Key: "k0", Value: []byte("v0"), Name: "l00", Token: tokens[0]},
+		Op{Type: OpPut, Key: "k1", Value: []byte("v1"), Name: "l01", Token: tokens[1]})
+	apply(Op{Type: OpAcquire, Name: "l02", Holder: "waiter", TTL: time.Minute, Wait: true, WaitTimeout: time.Minute})
+
+	want := encodeWholeSnapshot(s)
+	c := s.Capture()
+
+	apply(Op{Type: OpRenew, Refs: []Ref{{Name: "l00", Token: tokens[0], TTL: 2 * time.Minute}, {Name: "l03", Token: tokens[3]}}})
+	apply(Op{Type: OpAcquire, Name: "l04", Holder: "h", TTL: 3 * time.Minute})
+	apply(Op{Type: OpRelease, Name: "l05", Token: tokens[5]}, Op{Type: OpRelease, Name: "l02", Token: tokens[2]})
+	apply(Op{Type: OpAcquire, Name: "new", Holder: "h", TTL: time.Minute},
+		Op{Type: OpAcquire, Name: "l06", Holder: "w2", TTL: time.Minute, Wait: true, WaitTimeout: time.Minute})
+	apply(Op{Type: OpPut, Key: "k0", Value: []byte("changed"), Name: "l00", Token: tokens[0]},
+		Op{Type: OpDelete, Key: "k1", Name: "l01", Token: tokens[1]},
+		Op{Type: OpPut, Key: "k2", Value: []byte("v2"), Name: "l01", Token: tokens[1]})
+	if now := encodeWholeSnapshot(s); bytes.Equal(now, want) {
+		t.Fatal("the changes did not change the state")
+	}
+
+	var got bytes.Buffer
+	if err := c.Write(&got); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("the capture wrote the state as it is now, not as captured:\n got  %s\n want %s", got.Bytes(), want)
+	}
+}

@@ -1,0 +1,111 @@
+package server_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/internal/wire"
+	"github.com/tenure-io/tenure/lease"
+)
+
+func batchAcquire(name, holder string, ttl time.Duration) *tenurev1.BatchOp {
+	return &tenurev1.BatchOp{Op: &tenurev1.BatchOp_Acquire{Acquire: &tenurev1.AcquireRequest{Name: name, Holder: holder, Ttl: durationpb.New(ttl)}}}
+}
+
+func batchPut(key, leaseName string, token uint64) *tenurev1.BatchOp {
+	return &tenurev1.BatchOp{Op: &tenurev1.BatchOp_Put{Put: &tenurev1.KVPutRequest{Key: key, Value: []byte("v"), Lease: leaseName, Token: token}}}
+}
+
+// batchErr returns the error of result r, mapped as the client maps it.
+func batchErr(r *tenurev1.BatchResult) error {
+	if e := r.GetError(); e != nil {
+		return wire.FromConnectError(wire.FromBatchError(e))
+	}
+	return nil
+}
+
+// TestBatchOpsAreIndependent sends, through a follower, a batch whose ops
+// succeed and fail in different ways: each gets the result its own call
+// would have had, a bad op changes nothing, and the others still apply.
+func TestBatchOpsAreIndependent(t *testing.T) {
+	_, leader, follower := cluster(t)
+	ctx := ctxT(t)
+	held, err := leader.lease.Acquire(ctx, acquireReq("jobs/held", "other", 10*time.Second))
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	heldToken := held.Msg.GetLease().GetToken()
+
+	res, err := follower.lease.Batch(ctx, connect.NewRequest(&tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{
+		batchAcquire("jobs/a", "me", 5*time.Second),      // 0: granted
+		batchAcquire("jobs/held", "me", 5*time.Second),   // 1: held by other
+		batchAcquire("", "me", 5*time.Second),            // 2: invalid name
+		batchPut("k/held", "jobs/held", heldToken),       // 3: fenced write of the current grant
+		batchPut("k/stale", "jobs/held", heldToken+1000), // 4: not the current token
+		{Op: &tenurev1.BatchOp_Acquire{Acquire: &tenurev1.AcquireRequest{Name: "jobs/w", Holder: "me", Ttl: durationpb.New(5 * time.Second), Wait: true}}}, // 5: waits: refused
+		{}, // 6: empty
+		{Op: &tenurev1.BatchOp_Release{Release: &tenurev1.ReleaseRequest{Name: "jobs/none", Token: 1}}}, // 7: not held
+	}}))
+	if err != nil {
+		t.Fatalf("batch: %v", err)
+	}
+	r := res.Msg.GetResults()
+	if len(r) != 8 {
+		t.Fatalf("got %d results for 8 ops", len(r))
+	}
+	if l := r[0].GetAcquire().GetLease(); l.GetName() != "jobs/a" || l.GetHolder() != "me" || l.GetToken() <= heldToken {
+		t.Errorf("op 0: got %v, want a grant of jobs/a to me with a token above %d", r[0], heldToken)
+	}
+	var he *lease.HeldError
+	if err := batchErr(r[1]); !errors.As(err, &he) || he.Holder != "other" || he.Token != heldToken {
+		t.Errorf("op 1: got %v, want held by other with token %d", err, heldToken)
+	}
+	for _, i := range []int{2, 5, 6} {
+		if err := batchErr(r[i]); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("op %d: got %v (%v), want invalid", i, err, r[i])
+		}
+	}
+	if r[3].GetPut().GetRevision() == 0 {
+		t.Errorf("op 3: got %v, want a revision", r[3])
+	}
+	if err := batchErr(r[4]); !errors.Is(err, lease.ErrStaleToken) {
+		t.Errorf("op 4: got %v, want stale token", err)
+	}
+	if err := batchErr(r[7]); err == nil {
+		t.Errorf("op 7: release of a lease nobody holds succeeded")
+	}
+
+	// The refused ops changed nothing.
+	if _, err := leader.lease.Get(ctx, connect.NewRequest(&tenurev1.GetRequest{Name: "jobs/w"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("jobs/w after a refused batched acquire: %v, want not found", err)
+	}
+	if g, err := leader.lease.Get(ctx, connect.NewRequest(&tenurev1.GetRequest{Name: "jobs/held"})); err != nil || g.Msg.GetLease().GetHolder() != "other" {
+		t.Errorf("jobs/held after the batch: %v, %v; want still held by other", g, err)
+	}
+	if _, err := leader.kv.Get(ctx, connect.NewRequest(&tenurev1.KVGetRequest{Key: "k/stale"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("k/stale after a stale batched put: %v, want not found", err)
+	}
+}
+
+func TestBatchRefusesEmptyAndOversized(t *testing.T) {
+	_, leader, _ := cluster(t)
+	ctx := ctxT(t)
+	if _, err := leader.lease.Batch(ctx, connect.NewRequest(&tenurev1.BatchRequest{})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("empty batch: %v, want invalid_argument", err)
+	}
+	big := &tenurev1.BatchRequest{}
+	for range 1025 {
+		big.Ops = append(big.Ops, batchAcquire("jobs/big", "me", 5*time.Second))
+	}
+	if _, err := leader.lease.Batch(ctx, connect.NewRequest(big)); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("batch of 1025 ops: %v, want invalid_argument", err)
+	}
+	if _, err := leader.lease.Get(ctx, connect.NewRequest(&tenurev1.GetRequest{Name: "jobs/big"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("jobs/big after a refused batch: %v, want not found", err)
+	}
+}
