@@ -266,7 +266,9 @@ func TestUIRespectsAuth(t *testing.T) {
 	tc.RootCAs.AddCert(s.ca.Cert)
 	tr := &http.Transport{TLSClientConfig: tc}
 	t.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: tr}
+	// A refusal answers at once; an accepted stream would run until the
+	// timeout, and fail.
+	hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
 	get := func(path, principal string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest("GET", "https://"+m.Addr+path, nil)
