@@ -20,7 +20,9 @@ import (
 // Wait, Renew, Release, Put, Delete) go to an endpoint through its
 // batcher: while batchInflight Batch calls to that endpoint are on their
 // way, further calls queue, and the queue goes out as one Batch call when
-// one of them returns. A lone caller's request goes out at once, so
+// one of them returns. Every caller waits for its own answer only as long
+// as its own context lets it; a Batch call that nobody waits for any more
+// is cancelled. A lone caller's request goes out at once, so
 // batching adds no latency; many concurrent callers share round trips,
 // HTTP/2 streams and the server's raft entries. Each op still gets
 // exactly the result or error its own call would have had, and the
@@ -54,25 +56,48 @@ type batcher struct {
 
 // batchCall is one op waiting for its result.
 type batchCall struct {
-	op   *tenurev1.BatchOp
-	size int
-	done chan struct{} // closed once res or err is set
-	res  *tenurev1.BatchResult
-	err  error
+	op     *tenurev1.BatchOp
+	size   int
+	done   chan struct{} // closed once res or err is set
+	res    *tenurev1.BatchResult
+	err    error
+	flight *flight // the Batch call carrying it, once sent; b.mu
+}
+
+// flight is one Batch call on its way.
+type flight struct {
+	calls  []*batchCall
+	ctx    context.Context
+	cancel context.CancelFunc
+	// waiting counts the calls whose callers still wait for it; when the
+	// last one gives up, the Batch call is cancelled. b.mu.
+	waiting int
+}
+
+// newFlight makes the Batch call for calls; b.mu is held.
+func (b *batcher) newFlight(calls []*batchCall) *flight {
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	f := &flight{calls: calls, ctx: ctx, cancel: cancel, waiting: len(calls)}
+	for _, c := range calls {
+		c.flight = f
+	}
+	return f
 }
 
 // do sends op in the next Batch call to the endpoint and returns its
 // result, or the op's error as the error (a wire error, as the op's own
 // call would have returned it), or the Batch call's error. If ctx ends
-// first it returns a Connect error for ctx's end: the op may still be
-// applied.
+// first it returns at once: with an error wrapping errNotSent if op was
+// still queued (it is then never sent), else with a Connect error for
+// ctx's end (op may still be applied).
 func (b *batcher) do(ctx context.Context, op *tenurev1.BatchOp) (*tenurev1.BatchResult, error) {
 	call := &batchCall{op: op, size: proto.Size(op), done: make(chan struct{})}
 	b.mu.Lock()
 	if b.inflight < batchInflight {
 		b.inflight++
+		f := b.newFlight([]*batchCall{call})
 		b.mu.Unlock()
-		b.run([]*batchCall{call})
+		go b.run(f)
 	} else {
 		b.queue = append(b.queue, call)
 		if b.queued != nil {
@@ -90,6 +115,11 @@ func (b *batcher) do(ctx context.Context, op *tenurev1.BatchOp) (*tenurev1.Batch
 			b.mu.Unlock()
 			return nil, fmt.Errorf("%w: %w", errNotSent, ctx.Err())
 		}
+		if f := call.flight; f != nil {
+			if f.waiting--; f.waiting == 0 {
+				f.cancel() // nobody waits for its answer any more
+			}
+		}
 		b.mu.Unlock()
 		code := connect.CodeCanceled
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -106,20 +136,20 @@ func (b *batcher) do(ctx context.Context, op *tenurev1.BatchOp) (*tenurev1.Batch
 	return call.res, nil
 }
 
-// run sends calls as one Batch call, and then, while calls are queued,
-// hands the next batch to a new goroutine (so that the caller running it
-// returns with its own result), or else gives up its in-flight slot.
-func (b *batcher) run(calls []*batchCall) {
-	b.send(calls)
-	b.mu.Lock()
-	if len(b.queue) == 0 {
-		b.inflight--
+// run sends f and then, while calls are queued, the next batches, one at
+// a time; then it gives up its in-flight slot.
+func (b *batcher) run(f *flight) {
+	for {
+		b.send(f)
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.inflight--
+			b.mu.Unlock()
+			return
+		}
+		f = b.newFlight(b.take())
 		b.mu.Unlock()
-		return
 	}
-	next := b.take()
-	b.mu.Unlock()
-	go b.run(next)
 }
 
 // take removes the next batch from the queue; b.mu is held.
@@ -140,22 +170,21 @@ func (b *batcher) take() []*batchCall {
 	return calls
 }
 
-// send makes one Batch call for calls and answers each of them.
-func (b *batcher) send(calls []*batchCall) {
-	req := &tenurev1.BatchRequest{Ops: make([]*tenurev1.BatchOp, len(calls))}
-	for i, c := range calls {
+// send makes the Batch call of f and answers each of its calls.
+func (b *batcher) send(f *flight) {
+	defer f.cancel()
+	req := &tenurev1.BatchRequest{Ops: make([]*tenurev1.BatchOp, len(f.calls))}
+	for i, c := range f.calls {
 		req.Ops[i] = c.op
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-	defer cancel()
-	res, err := b.ep.lease.Batch(ctx, connect.NewRequest(req))
-	if err == nil && len(res.Msg.GetResults()) != len(calls) {
-		err = fmt.Errorf("client: a batch of %d ops returned %d results", len(calls), len(res.Msg.GetResults()))
+	res, err := b.ep.lease.Batch(f.ctx, connect.NewRequest(req))
+	if err == nil && len(res.Msg.GetResults()) != len(f.calls) {
+		err = fmt.Errorf("client: a batch of %d ops returned %d results", len(f.calls), len(res.Msg.GetResults()))
 	}
 	if err != nil && connect.CodeOf(err) == connect.CodeUnimplemented && connect.IsWireError(err) {
 		b.off.Store(true)
 	}
-	for i, c := range calls {
+	for i, c := range f.calls {
 		if err != nil {
 			c.err = err
 		} else {

@@ -239,3 +239,33 @@ func TestQueuedCallWhoseContextEndsIsNotSent(t *testing.T) {
 		t.Errorf("%d puts reached the server, want 2: the cancelled one was sent", got)
 	}
 }
+
+// TestInFlightCallHonoursItsContext: a call whose op is on its way in a
+// Batch call returns when its own context ends, not when the Batch call
+// does, and a Batch call that nobody waits for any more is cancelled.
+func TestInFlightCallHonoursItsContext(t *testing.T) {
+	cancelled := make(chan struct{})
+	fake := &fakeserver.Server{Put: func(ctx context.Context, _ *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error) {
+		<-ctx.Done()
+		close(cancelled)
+		return nil, ctx.Err()
+	}}
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = []string{fakeserver.Start(t, fake)}
+	cfg.RequestTimeout = time.Minute // longer than the test may take
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Put(short, "k", []byte("v"), "l", 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("put past its deadline returned %v, want context.DeadlineExceeded", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the put waited for the Batch call, not for its own context")
+	}
+	waitFor(t, ctx, cancelled, "the server to see the abandoned Batch call cancelled")
+}

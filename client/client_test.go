@@ -424,7 +424,11 @@ func TestCluster(t *testing.T) {
 			return &tenurev1.StatusResponse{NodeId: "n1", State: "leader", LeaderId: "n1", Term: 2,
 				AppliedIndex: 10, CommitIndex: 10, LastIndex: 11, LastToken: 5, Leases: 3,
 				MinTtl: durationpb.New(2 * time.Second), ClusterTime: durationpb.New(time.Minute),
-				Members: []*tenurev1.Member{{Id: "n1", RaftAddress: "r1", ApiAddress: "a1", Suffrage: "voter", Leader: true}}}, nil
+				Members: []*tenurev1.Member{
+					{Id: "n1", RaftAddress: "r1", ApiAddress: "a1", Suffrage: "voter", Leader: true, LastContact: durationpb.New(0)},
+					{Id: "n2", RaftAddress: "r2", ApiAddress: "a2", Suffrage: "nonvoter", LastContact: durationpb.New(12 * time.Millisecond)},
+					{Id: "n3", RaftAddress: "r3", ApiAddress: "a3", Suffrage: "voter"},
+				}}, nil
 		},
 		Join: func(_ context.Context, req *tenurev1.JoinRequest) (*tenurev1.JoinResponse, error) {
 			return &tenurev1.JoinResponse{Members: []*tenurev1.Member{{Id: req.GetNodeId(), Suffrage: "voter"}}}, nil
@@ -444,7 +448,9 @@ func TestCluster(t *testing.T) {
 	}
 	if st.Endpoint != addr || st.NodeID != "n1" || st.State != "leader" || st.Term != 2 || st.LastIndex != 11 ||
 		st.MinTTL != 2*time.Second || st.ClusterTime != time.Minute || st.Leases != 3 || st.LastToken != 5 ||
-		len(st.Members) != 1 || st.Members[0] != (client.Member{ID: "n1", RaftAddress: "r1", APIAddress: "a1", Suffrage: "voter", Leader: true}) {
+		len(st.Members) != 3 || st.Members[0] != (client.Member{ID: "n1", RaftAddress: "r1", APIAddress: "a1", Suffrage: "voter", Leader: true}) ||
+		st.Members[1] != (client.Member{ID: "n2", RaftAddress: "r2", APIAddress: "a2", Suffrage: "nonvoter", LastContact: 12 * time.Millisecond}) ||
+		st.Members[2] != (client.Member{ID: "n3", RaftAddress: "r3", APIAddress: "a3", Suffrage: "voter", LastContact: -1}) {
 		t.Errorf("Status = %+v", st)
 	}
 	if res, err := c.Join(t.Context(), client.JoinRequest{NodeID: "n2", RaftAddr: "r2:1", APIAddr: "a2:1"}); err != nil || len(res.Members) != 1 || res.Members[0].ID != "n2" {

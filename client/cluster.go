@@ -45,6 +45,11 @@ type Member struct {
 	// Suffrage is voter or nonvoter.
 	Suffrage string
 	Leader   bool
+	// LastContact is how long before its answer the member that answered
+	// Status last heard from this one: the leader knows it for every
+	// member (0 for itself), a follower only for the leader. -1 when not
+	// known.
+	LastContact time.Duration
 }
 
 func membersFromProto(ms []*tenurev1.Member) []Member {
@@ -56,9 +61,17 @@ func membersFromProto(ms []*tenurev1.Member) []Member {
 			APIAddress:  m.GetApiAddress(),
 			Suffrage:    m.GetSuffrage(),
 			Leader:      m.GetLeader(),
+			LastContact: lastContact(m),
 		})
 	}
 	return out
+}
+
+func lastContact(m *tenurev1.Member) time.Duration {
+	if m.GetLastContact() == nil {
+		return -1
+	}
+	return m.GetLastContact().AsDuration()
 }
 
 // Status returns the view of the first endpoint that answers (the last

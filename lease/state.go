@@ -230,10 +230,18 @@ func (s *State) Queues(prefix string) map[string][]string {
 func (s *State) NextDeadline() (time.Duration, bool) {
 	for s.expiries.Len() > 0 {
 		top := s.expiries[0]
-		if l := s.slot(top.name, top.token); l != nil && l.ExpiresAt == top.at {
+		l := s.slot(top.name, top.token)
+		switch {
+		case l == nil:
+			heap.Pop(&s.expiries)
+		case l.ExpiresAt == top.at:
 			return top.at, true
+		default:
+			// Renewed since the entry was pushed: move it to the
+			// grant's expiry now (see renewed).
+			s.expiries[0].at = l.ExpiresAt
+			heap.Fix(&s.expiries, 0)
 		}
-		heap.Pop(&s.expiries)
 	}
 	return 0, false
 }
@@ -405,31 +413,52 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int, princ
 	return l
 }
 
+// pushExpiry schedules the expiry of a new grant l. The heap keeps at
+// least one entry per grant whose time is no later than the grant's
+// expiry; NextDeadline moves an entry that comes up early to the grant's
+// expiry and drops one whose grant is gone.
 func (s *State) pushExpiry(l *Lease) {
 	heap.Push(&s.expiries, expiry{at: l.ExpiresAt, name: l.Name, token: l.Token})
-	// Every renewal leaves a stale entry behind. NextDeadline drops stale
-	// entries only as they reach the top, and a Manager never calls it, so
-	// compact once the heap is much larger than the set of leases. Which
-	// stale entries the heap holds never changes what Apply does.
+	// NextDeadline drops entries of gone grants only as they reach the
+	// top, and a Manager never calls it, so compact once the heap is much
+	// larger than the set of leases. Which entries the heap holds never
+	// changes what Apply does.
 	if n := len(s.expiries); n > 64 && n > 2*s.leases.names() && n > 2*s.Len() {
 		s.compactExpiries()
 	}
 }
 
-// compactExpiries keeps one entry per grant: the one that matches it.
+// renewed schedules the expiry of l, a renewal of the grant old. A
+// renewal that moves the expiry later, the usual case, needs no new
+// entry: old's entry comes up no later than old's expiry and is moved
+// then, once per expiry rather than once per renewal. One that moves it
+// earlier (a shorter TTL) needs an entry at the new time.
+func (s *State) renewed(old, l *Lease) {
+	if l.ExpiresAt < old.ExpiresAt {
+		s.pushExpiry(l)
+	}
+}
+
+// compactExpiries keeps one entry per grant, the earliest, and none for
+// grants that are gone.
 func (s *State) compactExpiries() {
-	kept := s.expiries[:0]
 	type grant struct {
 		name  string
 		token uint64
 	}
-	seen := make(map[grant]bool, s.leases.names())
+	kept := s.expiries[:0]
+	at := make(map[grant]int, s.leases.names())
 	for _, e := range s.expiries {
-		g := grant{e.name, e.token}
-		if l := s.slot(e.name, e.token); l != nil && !seen[g] && l.ExpiresAt == e.at {
-			seen[g] = true
-			kept = append(kept, e)
+		if s.slot(e.name, e.token) == nil {
+			continue
 		}
+		g := grant{e.name, e.token}
+		if i, ok := at[g]; ok {
+			kept[i].at = min(kept[i].at, e.at)
+			continue
+		}
+		at[g] = len(kept)
+		kept = append(kept, e)
 	}
 	clear(s.expiries[len(kept):])
 	s.expiries = kept
@@ -458,11 +487,12 @@ func (a *applier) acquire(op Op) Result {
 				return Result{Err: err}
 			}
 			// Re-acquire by the holder is a renewal: same token, new TTL.
+			old := l
 			l = a.s.update(l, func(l *Lease) {
 				l.TTL = op.TTL
 				l.ExpiresAt = a.now + op.TTL
 			})
-			a.s.pushExpiry(l)
+			a.s.renewed(old, l)
 			a.removeWaiter(op.Name, op.Holder)
 			return Result{Lease: *l}
 		}
@@ -564,13 +594,14 @@ func (a *applier) renew(op Op) Result {
 			res[i].Err = err
 			continue
 		}
+		old := l
 		l = a.s.update(l, func(l *Lease) {
 			if r.TTL != 0 {
 				l.TTL = r.TTL
 			}
 			l.ExpiresAt = a.now + l.TTL
 		})
-		a.s.pushExpiry(l)
+		a.s.renewed(old, l)
 		res[i].Lease = *l
 	}
 	return Result{Renewed: res}

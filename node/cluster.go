@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -15,7 +17,25 @@ type Member struct {
 	APIAddr  string
 	Voter    bool
 	Leader   bool
+	// LastContact is how long ago this node last heard from the member:
+	// on the leader, the member's last answer to replication or a
+	// heartbeat (0 for the leader itself); on a follower, its last
+	// contact with the leader. -1 when not known.
+	LastContact time.Duration
 }
+
+// Errors of the membership calls.
+var (
+	// ErrNoSuchMember is returned by Leave and TransferLeadership when
+	// the ID names no member of the raft configuration.
+	ErrNoSuchMember = errors.New("node: no such member")
+	// ErrLastVoter is returned by Leave when the member is the only
+	// voter: without it the cluster could never elect a leader again.
+	ErrLastVoter = errors.New("node: cannot remove the last voter")
+	// ErrNotVoter is returned by TransferLeadership when the target is
+	// not a voter (only voters can lead), or when no other voter exists.
+	ErrNotVoter = errors.New("node: not a voter")
+)
 
 // Status is a node's view of the cluster.
 type Status struct {
@@ -67,18 +87,57 @@ func (n *Node) Status() Status {
 		members[k] = v
 	}
 	n.fsm.mu.RUnlock()
+	isLeader := n.raft.State() == raft.Leader
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
-			st.Members = append(st.Members, Member{
-				ID:       string(s.ID),
-				RaftAddr: string(s.Address),
-				APIAddr:  members[string(s.ID)],
-				Voter:    s.Suffrage == raft.Voter,
-				Leader:   s.ID == lid,
-			})
+			m := Member{
+				ID:          string(s.ID),
+				RaftAddr:    string(s.Address),
+				APIAddr:     members[string(s.ID)],
+				Voter:       s.Suffrage == raft.Voter,
+				Leader:      s.ID == lid,
+				LastContact: -1,
+			}
+			switch {
+			case isLeader && string(s.ID) == n.cfg.ID:
+				m.LastContact = 0
+			case isLeader:
+				if t, ok := n.contact.last(s.Address); ok {
+					m.LastContact = time.Since(t)
+				}
+			case m.Leader:
+				if t := n.raft.LastContact(); !t.IsZero() {
+					m.LastContact = time.Since(t)
+				}
+			}
+			st.Members = append(st.Members, m)
 		}
 	}
 	return st
+}
+
+// member returns the server with id in the latest raft configuration and
+// the number of voters in it.
+func (n *Node) member(id string) (s raft.Server, voters int, err error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return s, 0, mapRaftError(err)
+	}
+	found := false
+	var ids []string
+	for _, c := range f.Configuration().Servers {
+		ids = append(ids, string(c.ID))
+		if c.Suffrage == raft.Voter {
+			voters++
+		}
+		if c.ID == raft.ServerID(id) {
+			s, found = c, true
+		}
+	}
+	if !found {
+		return s, voters, fmt.Errorf("%w %q (members: %s)", ErrNoSuchMember, id, strings.Join(ids, ", "))
+	}
+	return s, voters, nil
 }
 
 func stateName(s raft.RaftState) string {
@@ -133,10 +192,40 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, apiAddr string) error {
 	return nil
 }
 
-// Leave removes a server from the cluster. Only the leader serves it.
+// Leave removes a server from the cluster. Only the leader serves it. It
+// refuses an unknown ID (ErrNoSuchMember) and the last voter
+// (ErrLastVoter).
+//
+// A leader that removes itself stops leading, and its raft shuts down, as
+// soon as the removal commits: it forgets the member's API address first,
+// while it can still commit, and reports success once the removal
+// committed.
 func (n *Node) Leave(ctx context.Context, id string) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
+	}
+	s, voters, err := n.member(id)
+	if err != nil {
+		return err
+	}
+	if s.Suffrage == raft.Voter && voters == 1 {
+		return fmt.Errorf("%w: %s is the only voter; a cluster without one can never elect a leader", ErrLastVoter, id)
+	}
+	if id == n.cfg.ID {
+		api, _ := n.fsm.member(id)
+		if err := n.applyMember(ctx, memberInfo{ID: id}); err != nil {
+			return err
+		}
+		if err := n.wait(n.raft.RemoveServer(raft.ServerID(id), 0, n.timeout(ctx))); err != nil {
+			// Still a member: publish its API address again (best
+			// effort; a restart publishes it too).
+			if n.IsLeader() {
+				_ = n.applyMember(ctx, memberInfo{ID: id, APIAddr: api})
+			}
+			return mapRaftError(err)
+		}
+		n.log.Info("removed this node from the cluster", "id", id)
+		return nil
 	}
 	if err := n.wait(n.raft.RemoveServer(raft.ServerID(id), 0, n.timeout(ctx))); err != nil {
 		return mapRaftError(err)
@@ -156,22 +245,27 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) (string, error
 	}
 	var f raft.Future
 	if id == "" {
+		if _, voters, err := n.member(n.cfg.ID); err != nil {
+			return "", err
+		} else if voters < 2 {
+			return "", fmt.Errorf("%w: there is no other voter to hand leadership to", ErrNotVoter)
+		}
+		n.noteTransfer()
 		f = n.raft.LeadershipTransfer()
 	} else {
-		var addr raft.ServerAddress
-		if cf := n.raft.GetConfiguration(); cf.Error() == nil {
-			for _, s := range cf.Configuration().Servers {
-				if s.ID == raft.ServerID(id) {
-					addr = s.Address
-				}
-			}
+		s, _, err := n.member(id)
+		if err != nil {
+			return "", err
 		}
-		if addr == "" {
-			return "", fmt.Errorf("node: no member with ID %q", id)
+		if s.Suffrage != raft.Voter {
+			return "", fmt.Errorf("%w: %s is a non-voter and cannot lead (it becomes a voter once it has caught up)", ErrNotVoter, id)
 		}
-		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
+		n.noteTransfer()
+		f = n.raft.LeadershipTransferToServer(s.ID, s.Address)
 	}
-	if err := f.Error(); err != nil {
+	err := f.Error()
+	n.noteTransfer()
+	if err != nil {
 		return "", mapRaftError(err)
 	}
 	// The transfer is done once raft here has stepped down, which is
@@ -213,4 +307,57 @@ func (n *Node) timeout(ctx context.Context) time.Duration {
 		return time.Millisecond
 	}
 	return n.cfg.ApplyTimeout
+}
+
+// Removed is closed once this node has seen itself removed from the
+// cluster: its ID and raft address were in the configuration and are no
+// longer (or raft shut itself down after this leader removed itself). A
+// removed node takes no further part in the cluster; tenured stops.
+func (n *Node) Removed() <-chan struct{} { return n.removed }
+
+// watchRemoval closes n.removed when this node is removed.
+func (n *Node) watchRemoval() {
+	defer n.wg.Done()
+	t := time.NewTicker(max(n.cfg.HeartbeatTimeout/4, 10*time.Millisecond))
+	defer t.Stop()
+	self := raft.Server{ID: raft.ServerID(n.cfg.ID), Address: n.trans.LocalAddr()}
+	wasMember := false
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-t.C:
+		}
+		if n.raft.State() == raft.Shutdown {
+			// Only a leader that removed itself shuts raft down
+			// before Close.
+			break
+		}
+		f := n.raft.GetConfiguration()
+		if f.Error() != nil {
+			continue
+		}
+		servers := f.Configuration().Servers
+		n.servers.Store(&servers)
+		in := false
+		for _, s := range servers {
+			if s.ID == self.ID && s.Address == self.Address {
+				in = true
+			}
+		}
+		if in {
+			wasMember = true
+			continue
+		}
+		if wasMember {
+			break
+		}
+	}
+	select {
+	case <-n.closing:
+		return // raft shut down because the node is closing
+	default:
+	}
+	n.log.Info("this node was removed from the cluster", "id", n.cfg.ID)
+	close(n.removed)
 }

@@ -86,7 +86,9 @@ type Config struct {
 
 	// Logger receives the node's structured logs. Default slog.Default().
 	Logger *slog.Logger
-	// RaftLogOutput receives hashicorp/raft's own logs. Default os.Stderr.
+	// RaftLogOutput, if set, receives hashicorp/raft's own logs in
+	// hclog's text format. Default nil: they go to Logger, with the
+	// attribute logger=raft.
 	RaftLogOutput io.Writer
 	// RaftLogLevel is raft's log level (trace, debug, info, warn, error).
 	// Default warn.

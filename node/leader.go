@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -94,7 +95,14 @@ func (n *Node) takeOver(t *leaderTerm) {
 		if err == nil {
 			break
 		}
-		n.log.Warn("taking over as leader failed; retrying", "term", t.term, "err", err)
+		if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrRaftShutdown) {
+			// Not a failure of the takeover: the term is ending
+			// (another node took over, or this one is stopping), and
+			// watchLeadership ends it here too.
+			n.log.Info("leadership ended during the takeover; retrying until the term ends", "term", t.term, "err", err)
+		} else {
+			n.log.Warn("taking over as leader failed; retrying", "term", t.term, "err", err)
+		}
 		select {
 		case <-t.ctx.Done():
 			return

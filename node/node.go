@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"go.etcd.io/bbolt"
 	bbolterr "go.etcd.io/bbolt/errors"
 
+	"github.com/tenure-io/tenure/internal/hclogslog"
 	"github.com/tenure-io/tenure/internal/raftlog"
 	"github.com/tenure-io/tenure/lease"
 )
@@ -46,7 +46,10 @@ type Node struct {
 	fsm    *fsm
 	trans  raft.Transport
 	stream *clusterStream // nil with a custom transport
-	dir    *dataDir       // nil in memory
+	// contact records when peers last answered; nil with a custom
+	// transport.
+	contact *contacts
+	dir     *dataDir // nil in memory
 	// clusterID is the cluster's ID once known; idMu serialises
 	// recording it.
 	clusterID atomic.Pointer[string]
@@ -70,12 +73,19 @@ type Node struct {
 	hub     *hub
 	metrics *metrics
 
-	notify    chan bool     // raft's leadership notifications
-	kick      chan struct{} // wakes the expirer after a batch applied
-	closing   chan struct{}
-	raftDown  chan struct{} // closed once raft has shut down; see wait
-	closeOnce sync.Once
-	wg        sync.WaitGroup
+	notify   chan bool     // raft's leadership notifications
+	kick     chan struct{} // wakes the expirer after a batch applied
+	closing  chan struct{}
+	raftDown chan struct{} // closed once raft has shut down; see wait
+	removed  chan struct{} // closed when this node was removed; see Removed
+	// servers is the raft configuration as watchRemoval last saw it,
+	// for code that must not call into raft (raft's own logging).
+	servers atomic.Pointer[[]raft.Server]
+	// transferUntil is, in Unix nanoseconds, when the last leadership
+	// transfer this node started is surely over (see noteTransfer).
+	transferUntil atomic.Int64
+	closeOnce     sync.Once
+	wg            sync.WaitGroup
 }
 
 // New opens (or creates) the node's stores and starts raft and the node's
@@ -99,6 +109,7 @@ func New(cfg Config) (*Node, error) {
 		kick:      make(chan struct{}, 1),
 		closing:   make(chan struct{}),
 		raftDown:  make(chan struct{}),
+		removed:   make(chan struct{}),
 	}
 	n.limits = cfg.Limits
 	n.limits.MinTTL = cfg.MinTTL()
@@ -109,10 +120,11 @@ func New(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.proposer()
 	go n.completer()
 	go n.watchLeadership()
+	go n.watchRemoval()
 	return n, nil
 }
 
@@ -124,11 +136,14 @@ func (n *Node) open() error {
 		snaps  raft.SnapshotStore
 		err    error
 	)
-	raftOut := cfg.RaftLogOutput
-	if raftOut == nil {
-		raftOut = os.Stderr
+	var hlog hclog.Logger
+	if cfg.RaftLogOutput != nil {
+		hlog = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.LevelFromString(cfg.RaftLogLevel), Output: cfg.RaftLogOutput})
+	} else {
+		hlog = hclogslog.New(n.log, hclogslog.Options{
+			Name: "raft", Level: hclog.LevelFromString(cfg.RaftLogLevel), Adjust: n.adjustRaftLog,
+		})
 	}
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.LevelFromString(cfg.RaftLogLevel), Output: raftOut})
 	if !cfg.InMemory {
 		// Check the data directory before anything opens (and so
 		// creates) a file in it.
@@ -151,7 +166,9 @@ func (n *Node) open() error {
 		if err != nil {
 			return err
 		}
-		n.trans, n.stream = t, stream
+		n.contact = &contacts{}
+		stream.contacts = n.contact
+		n.trans, n.stream = &contactTransport{NetworkTransport: t, c: n.contact}, stream
 		n.closer = append(n.closer, func() error {
 			// Close alone leaves pooled connections (and the goroutines
 			// reading them) open.
@@ -295,6 +312,20 @@ func (n *Node) SetClusterID(id string) error {
 	return nil
 }
 
+// ExpectCluster lets raft traffic of cluster id in before this node has
+// joined it, so that the leader's first messages after it adds this node
+// are not refused while the join's answer is still on its way. It does
+// nothing once the node belongs to a cluster; SetClusterID records the
+// cluster when the join succeeded.
+func (n *Node) ExpectCluster(id string) {
+	n.idMu.Lock()
+	defer n.idMu.Unlock()
+	if id == "" || n.ClusterID() != "" || n.stream == nil {
+		return
+	}
+	n.stream.setClusterID(id)
+}
+
 // onClusterID runs when the log or a snapshot names the cluster.
 func (n *Node) onClusterID(id string) {
 	if err := n.SetClusterID(id); err != nil {
@@ -363,14 +394,17 @@ func (n *Node) stop(transfer bool) error {
 	var err error
 	n.closeOnce.Do(func() {
 		if transfer && n.IsLeader() && n.voters() > 1 {
-			if ferr := n.raft.LeadershipTransfer().Error(); ferr != nil {
-				n.log.Warn("leadership transfer on shutdown failed", "err", ferr)
-			} else {
-				n.log.Info("transferred leadership before shutdown")
-			}
+			n.handOver()
+		}
+		var peers []raft.Server
+		if transfer {
+			peers = n.peers()
+			n.sayGoodbye(peers)
 		}
 		close(n.closing)
 		err = n.raft.Shutdown().Error()
+		// Again: raft may have answered a peer since the first one.
+		n.sayGoodbye(peers)
 		close(n.raftDown)
 		n.wg.Wait()
 		n.hub.closeAll()
@@ -379,6 +413,88 @@ func (n *Node) stop(transfer bool) error {
 		}
 	})
 	return err
+}
+
+// handOver hands leadership to a voter that answered lately, before
+// this leader stops. With none (the others stopped before), it stops
+// without: there is nobody to hand over to.
+func (n *Node) handOver() {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	var fut raft.Future
+	if n.contact == nil {
+		n.noteTransfer()
+		fut = n.raft.LeadershipTransfer()
+	} else {
+		var best raft.Server
+		var bestAt time.Time
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage != raft.Voter || s.ID == raft.ServerID(n.cfg.ID) || n.contact.departed(string(s.Address)) {
+				continue
+			}
+			if at, ok := n.contact.last(s.Address); ok && time.Since(at) < n.cfg.HeartbeatTimeout && at.After(bestAt) {
+				best, bestAt = s, at
+			}
+		}
+		if best.ID == "" {
+			n.log.Info("no other voter answered lately; stopping without handing over leadership")
+			return
+		}
+		n.noteTransfer()
+		fut = n.raft.LeadershipTransferToServer(best.ID, best.Address)
+	}
+	err := fut.Error()
+	n.noteTransfer()
+	if err != nil {
+		n.log.Warn("leadership transfer on shutdown failed", "err", err)
+		return
+	}
+	n.log.Info("transferred leadership before shutdown")
+}
+
+// peers returns the other members of the raft configuration.
+func (n *Node) peers() []raft.Server {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []raft.Server
+	for _, s := range f.Configuration().Servers {
+		if s.ID != raft.ServerID(n.cfg.ID) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// noteTransfer records that this node hands its leadership over now:
+// raft's complaints about the new leader's higher term, until a little
+// after, are part of it (see adjustRaftLog).
+func (n *Node) noteTransfer() {
+	n.transferUntil.Store(time.Now().Add(n.cfg.ElectionTimeout + time.Second).UnixNano())
+}
+
+// transferring reports whether a transfer noted by noteTransfer may still
+// be under way.
+func (n *Node) transferring() bool { return time.Now().UnixNano() < n.transferUntil.Load() }
+
+// sayGoodbye tells peers that this node is stopping (see goodbyeMagic),
+// all at once, each within a short timeout.
+func (n *Node) sayGoodbye(peers []raft.Server) {
+	if n.stream == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, s := range peers {
+		wg.Go(func() {
+			if err := n.stream.goodbye(s.Address, n.cfg.ID, 500*time.Millisecond); err != nil {
+				n.log.Debug("could not say goodbye to a raft peer", "peer", s.Address, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func (n *Node) closeStores() error {

@@ -27,8 +27,19 @@ import (
 // yet) refuses the connection before raft sees a byte of it, so a node
 // of one cluster never takes raft traffic from another: for example
 // from a former member's old peers, after its address was reused.
+//
+// A node that stops in order says goodbye to its peers on a connection
+// of its own, which raft never sees:
+//
+//	dialer:   "TNRB" len(cluster ID) cluster ID len(address) address
+//	          len(node ID) node ID
+//	acceptor: 'Y' (or a refusal as above), then it closes
+//
+// Its peers then know that the failures to reach it which follow are
+// expected, and log them quietly, until it is back.
 const (
 	handshakeMagic   = "TNR1"
+	goodbyeMagic     = "TNRB"
 	handshakeTimeout = 5 * time.Second
 	// refusalLogEvery limits refusal logs to one per remote address.
 	refusalLogEvery = 10 * time.Second
@@ -55,6 +66,9 @@ type clusterStream struct {
 	// advertised raft address is addr breaks (EOF or an error): a
 	// leader that died takes its connections with it.
 	peerGone atomic.Pointer[func(addr string)]
+	// contacts learns of peers that said goodbye and of peers that
+	// connected again; nil for none.
+	contacts *contacts
 
 	mu        sync.Mutex
 	lastLog   map[string]time.Time // remote address -> last refusal logged
@@ -198,7 +212,7 @@ func (s *clusterStream) handshake(conn net.Conn) {
 	// Read exactly the handshake, so that nothing raft sends after it is
 	// consumed here.
 	magic := make([]byte, len(handshakeMagic))
-	if _, err := io.ReadFull(conn, magic); err != nil || string(magic) != handshakeMagic {
+	if _, err := io.ReadFull(conn, magic); err != nil || (string(magic) != handshakeMagic && string(magic) != goodbyeMagic) {
 		s.refuse(conn, "not a tenure raft connection", "")
 		return
 	}
@@ -221,10 +235,24 @@ func (s *clusterStream) handshake(conn net.Conn) {
 		s.refuse(conn, fmt.Sprintf("this node belongs to cluster %s, not %s", ours, theirs), theirs)
 		return
 	}
+	if string(magic) == goodbyeMagic {
+		id, err := readShort(conn)
+		if err == nil {
+			// Recorded before the answer: the peer stops its raft only
+			// after it, so no failure to reach it comes first.
+			if s.contacts.left(raft.ServerAddress(peer), raft.ServerID(id)) {
+				s.log.Info("a raft peer is stopping", "peer", peer, "id", id)
+			}
+			conn.Write([]byte{'Y'})
+		}
+		conn.Close()
+		return
+	}
 	if _, err := conn.Write([]byte{'Y'}); err != nil {
 		conn.Close()
 		return
 	}
+	s.contacts.back(raft.ServerAddress(peer))
 	conn.SetDeadline(time.Time{})
 	select {
 	case s.accepted <- &peerConn{Conn: conn, peer: peer, gone: s.peerGone.Load()}:
@@ -238,7 +266,7 @@ func (s *clusterStream) refuse(conn net.Conn, reason, theirs string) {
 	msg := []byte{'N', byte(min(len(reason), 255))}
 	conn.Write(append(msg, reason[:min(len(reason), 255)]...))
 	conn.Close()
-	s.logRefusal(conn.RemoteAddr().String(), "refused a raft connection", "from", conn.RemoteAddr(), "their_cluster", theirs, "reason", reason)
+	s.logRefusal(conn.RemoteAddr().String(), "refused a raft connection", "from", conn.RemoteAddr().String(), "their_cluster", theirs, "reason", reason)
 }
 
 // logRefusal logs at most once per refusalLogEvery per remote host.
@@ -258,6 +286,39 @@ func (s *clusterStream) logRefusal(remote, msg string, args ...any) {
 	s.lastLog[key] = now
 	s.mu.Unlock()
 	s.log.Warn(msg, append(args, "cluster", s.cluster())...)
+}
+
+// goodbye tells the peer at address that this node (id) is stopping.
+func (s *clusterStream) goodbye(address raft.ServerAddress, id string, timeout time.Duration) error {
+	cluster := s.cluster()
+	if cluster == "" {
+		return nil
+	}
+	conn, err := net.DialTimeout("tcp", string(address), timeout)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout))
+	if s.tls != nil {
+		tc := tls.Client(conn, s.tls.Client(string(address)))
+		if err := tc.Handshake(); err != nil {
+			return err
+		}
+		defer tc.Close()
+		conn = tc
+	}
+	msg := append([]byte(goodbyeMagic), byte(len(cluster)))
+	msg = append(msg, cluster...)
+	self := s.advertise.String()
+	msg = append(append(msg, byte(len(self))), self...)
+	msg = append(append(msg, byte(min(len(id), 255))), id[:min(len(id), 255)]...)
+	if _, err := conn.Write(msg); err != nil {
+		return err
+	}
+	ans := make([]byte, 1)
+	_, err = io.ReadFull(conn, ans)
+	return err
 }
 
 // readShort reads a string of at most 255 bytes, preceded by its length.

@@ -43,9 +43,13 @@ func statusToProto(st node.Status) *tenurev1.StatusResponse {
 		if m.Voter {
 			suffrage = "voter"
 		}
-		out.Members = append(out.Members, &tenurev1.Member{
+		pm := &tenurev1.Member{
 			Id: m.ID, RaftAddress: m.RaftAddr, ApiAddress: m.APIAddr, Suffrage: suffrage, Leader: m.Leader,
-		})
+		}
+		if m.LastContact >= 0 {
+			pm.LastContact = durationpb.New(m.LastContact)
+		}
+		out.Members = append(out.Members, pm)
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tenure-io/tenure/internal/verify"
+	"github.com/tenure-io/tenure/internal/version"
 )
 
 func main() {
@@ -27,6 +28,7 @@ func main() {
 type mode struct {
 	plan    bool   // print the schedule
 	recheck string // check a kept history again
+	version bool   // print the version
 }
 
 func parseFlags(args []string, stderr io.Writer) (verify.Config, mode, error) {
@@ -59,12 +61,16 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, mode, error) {
 	fs.BoolVar(&cfg.Strict, "strict", false, "fail on known bugs B1b and B1c too (a retried acquire whose first attempt granted the lease, answered \"held\" or granted a second time)")
 	fs.BoolVar(&cfg.TLS, "tls", false, "run the cluster with TLS on the API, mutual TLS between members and an auth file; the harness and each worker authenticate with a token")
 	fs.BoolVar(&md.plan, "plan", false, "print the fault schedule for --seed and exit")
+	fs.BoolVar(&md.version, "version", false, "print the version and exit")
 	fs.StringVar(&md.recheck, "recheck", "", "check again the history a run left in this directory (history.jsonl, watch.jsonl, summary.json) and exit")
 	if err := fs.Parse(args); err != nil {
 		return cfg, md, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, md, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if md.version {
+		return cfg, md, nil
 	}
 	if cfg.ElectionWorkers == 0 {
 		cfg.ElectionWorkers = -1 // none; the zero value of the field means the default
@@ -104,6 +110,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "tenure-verify: %v\n", err)
 		return 2
+	}
+	if md.version {
+		fmt.Fprintln(stdout, version.Line("tenure-verify"))
+		return 0
 	}
 	if md.recheck != "" {
 		rep, err := verify.Recheck(md.recheck, cfg)

@@ -26,6 +26,9 @@ Commands:
   list [PREFIX]
   watch [PREFIX]
   status
+  member list                  members, leader, last contact, reachability
+  member remove ID             remove a member from the cluster
+  leader transfer [ID]         hand leadership to ID (or any other voter)
   kv put KEY VALUE --lease NAME --token T
   kv get KEY [--print-value-only]
   kv list [PREFIX] [--keys-only]
@@ -55,7 +58,8 @@ Global flags (before or after the command):
 
 Exit codes: 0 ok; 1 failure (unreachable, internal); 2 bad usage or invalid
 argument; 3 held by another holder (or acquire --wait timed out); 4 rejected
-by fencing (stale token); 5 not authenticated or not permitted; 6 not found; 7 release of a grant that is no longer
+by fencing (stale token); 5 not authenticated or not permitted; 6 not found
+(also an unknown member ID); 7 release of a grant that is no longer
 live (already released or expired). tenure run exits with its command's
 code, or 4 if the lease was lost.
 
@@ -173,6 +177,10 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.status(ctx, args)
 	case "kv":
 		return a.kv(ctx, args)
+	case "member":
+		return a.member(ctx, args)
+	case "leader":
+		return a.leader(ctx, args)
 	case "run":
 		return a.runCommand(ctx, args)
 	case "elect":

@@ -2,50 +2,17 @@ package main
 
 import (
 	"fmt"
-	"runtime"
-	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/tenure-io/tenure/internal/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3";
-// otherwise the module version and the VCS revision of the build are
-// used.
-var version = ""
-
-func versionText() string {
-	v := version
-	var rev, modified string
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v == "" {
-			v = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					modified = ", modified"
-				}
-			}
-		}
-	}
-	if v == "" {
-		v = "(devel)"
-	}
-	out := "tenure " + v
-	if rev != "" {
-		out += fmt.Sprintf(" (commit %.12s%s)", rev, modified)
-	}
-	return out + fmt.Sprintf(" %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-}
 
 func (a *app) version(args []string) error {
 	if len(args) > 0 {
 		return &usageError{msg: fmt.Sprintf("version: unexpected argument %q", args[0]), usage: topUsage}
 	}
-	fmt.Fprintln(a.stdout, versionText())
+	fmt.Fprintln(a.stdout, version.Line("tenure"))
 	return nil
 }
 
@@ -63,6 +30,8 @@ var commandFlags = map[string][]string{
 	"watch":      nil,
 	"status":     nil,
 	"kv":         nil,
+	"member":     nil,
+	"leader":     nil,
 	"run":        {"--holder", "--ttl", "--limit", "--kill-after", "--verbose"},
 	"elect":      {"--listen", "--ttl"},
 	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--ui", "--verbose"},
@@ -74,7 +43,8 @@ var commandFlags = map[string][]string{
 	"help":       nil,
 }
 
-// subcommandFlags are the subcommands of kv and fence and their flags.
+// subcommandFlags are the subcommands of the commands that have them
+// (kv, fence, certs, auth, member, leader) and their flags.
 var subcommandFlags = map[string]map[string][]string{
 	"kv": {
 		"put":    {"--lease", "--token"},
@@ -91,6 +61,23 @@ var subcommandFlags = map[string]map[string][]string{
 	"auth": {
 		"token": {"--file", "--role"},
 	},
+	"member": {
+		"list":   nil,
+		"remove": nil,
+	},
+	"leader": {
+		"transfer": nil,
+	},
+}
+
+// subcommanded returns the commands with subcommands, sorted.
+func subcommanded() []string {
+	var names []string
+	for n := range subcommandFlags {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func sortedNames(m map[string][]string) string {
@@ -148,7 +135,7 @@ func bashCompletion() string {
 	b.WriteString("  case $cmd in\n")
 	fmt.Fprintf(&b, "  '') COMPREPLY=($(compgen -W %q -- \"$cur\")); [[ $cur == -* ]] && COMPREPLY=($(compgen -W \"$global --version\" -- \"$cur\")); return ;;\n",
 		sortedNames(commandFlags))
-	for _, cmd := range []string{"fence", "kv"} {
+	for _, cmd := range subcommanded() {
 		subs := subcommandFlags[cmd]
 		fmt.Fprintf(&b, "  %s)\n    case $sub in\n", cmd)
 		fmt.Fprintf(&b, "    '') COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;\n", sortedNames(subs))
@@ -185,7 +172,7 @@ func fishCompletion() string {
 			fmt.Fprintf(&b, "complete -c tenure -n '__fish_seen_subcommand_from %s' -l %s\n", cmd, strings.TrimPrefix(f, "--"))
 		}
 	}
-	for _, cmd := range []string{"fence", "kv"} {
+	for _, cmd := range subcommanded() {
 		m := subcommandFlags[cmd]
 		subs := sortedNames(m)
 		fmt.Fprintf(&b, "complete -c tenure -n '__fish_seen_subcommand_from %s; and not __fish_seen_subcommand_from %s' -a '%s'\n", cmd, subs, subs)

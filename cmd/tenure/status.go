@@ -59,7 +59,9 @@ func (a *app) status(ctx context.Context, args []string) error {
 			Members: []memberJSON{},
 		}
 		for _, m := range st.Members {
-			j.Members = append(j.Members, memberJSON(m))
+			j.Members = append(j.Members, memberJSON{
+				ID: m.ID, RaftAddress: m.RaftAddress, APIAddress: m.APIAddress, Suffrage: m.Suffrage, Leader: m.Leader,
+			})
 		}
 		a.out().print(j, statusText(st))
 		return nil

@@ -27,6 +27,7 @@ import (
 
 	"github.com/tenure-io/tenure/client"
 	"github.com/tenure-io/tenure/internal/flaghelp"
+	"github.com/tenure-io/tenure/internal/version"
 	"github.com/tenure-io/tenure/node"
 	"github.com/tenure-io/tenure/server"
 )
@@ -52,6 +53,9 @@ type options struct {
 	snapInterval  time.Duration
 	resetDataDir  bool
 	pprofListen   string
+	cors          string   // --cors-origins as given
+	corsOrigins   []string // parsed
+	version       bool
 	sec           security
 }
 
@@ -86,19 +90,20 @@ func configureGC(getenv func(string) string) bool {
 func main() {
 	configureGC(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
 	stop()
 	os.Exit(code)
 }
 
-func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{}
+// newFlagSet returns tenured's flags, bound to o.
+func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("tenured", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: tenured [flags]\n\nRuns a tenure server. With no flags: a single-node cluster, data in ./tenure-data,\nAPI on 127.0.0.1:7400, raft on 127.0.0.1:7401.\n\nFlags:\n")
 		// The fault injector is not a setting: kept out of -h.
 		fmt.Fprint(stderr, flaghelp.Defaults(fs, nil, faultClockRateFlag))
+		fmt.Fprint(stderr, envHelp)
 	}
 	fs.StringVar(&o.dataDir, "data-dir", "tenure-data", "directory for the raft log, snapshots and node ID")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:7400", "client API address (Connect, gRPC, JSON; health and metrics)")
@@ -108,6 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.nodeID, "node-id", "", "node ID, fixed when the data directory is created (default: the raft address)")
 	fs.StringVar(&o.join, "join", "", "API address of any member of an existing cluster to join")
 	fs.BoolVar(&o.dev, "dev", false, "keep everything in memory (nothing survives a restart)")
+	fs.StringVar(&o.cors, "cors-origins", "", "comma-separated browser origins (https://app.example) allowed to call the API\nfrom scripts; * allows any; default none")
 	fs.StringVar(&o.pprofListen, "pprof-listen", "", "serve Go's profiler (net/http/pprof) on this separate address; off by default")
 	fs.BoolVar(&o.resetDataDir, "reset-data-dir", false, "move the contents of --data-dir aside (to DIR.old-TIME) and start a NEW cluster in it;\nits tokens start at 1 again, so reset the fences of your storage too")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -121,11 +127,39 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.snapInterval, "snapshot-interval", node.DefaultConfig().SnapshotInterval, "how often to check whether a snapshot is due")
 	o.sec.register(fs)
 	fs.Float64Var(&o.clockRate, faultClockRateFlag, 1, "FAULT INJECTION: scale this node's monotonic clock (breaks the time guarantees)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	return fs
+}
+
+// parseFlags parses the command line args over the environment (see
+// setFromEnv).
+func parseFlags(args []string, stderr io.Writer, lookupEnv func(string) (string, bool)) (*options, error) {
+	o := &options{}
+	fs := newFlagSet(o, stderr)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (tenured takes only flags)", fs.Arg(0))
+	}
+	if o.version {
+		return o, nil
+	}
+	fromEnv, err := setFromEnv(fs, lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOptions(o); err != nil {
+		return nil, envNote(err, fromEnv)
+	}
+	return o, nil
+}
+
+// checkOptions checks the values of the flags and fills in the derived
+// ones.
+func checkOptions(o *options) error {
+	if _, err := newLogger(o, io.Discard); err != nil {
+		return err
 	}
 	for _, a := range []struct{ name, v string }{
 		{"--listen", o.listen}, {"--raft-listen", o.raftListen},
@@ -135,34 +169,42 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(strings.TrimPrefix(a.v, "http://")); err != nil {
-			return nil, fmt.Errorf("%s %q is not host:port", a.name, a.v)
+			return fmt.Errorf("%s %q is not host:port", a.name, a.v)
 		}
 	}
+	for _, c := range strings.Split(o.cors, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			o.corsOrigins = append(o.corsOrigins, c)
+		}
+	}
+	if err := server.CheckCORSOrigins(o.corsOrigins); err != nil {
+		return fmt.Errorf("--cors-origins: %s", strings.TrimPrefix(err.Error(), "server: "))
+	}
 	if err := o.sec.check(o.listen, o.raftListen); err != nil {
-		return nil, err
+		return err
 	}
 	if o.resetDataDir && o.dev {
-		return nil, fmt.Errorf("--reset-data-dir and --dev do not go together (--dev keeps nothing on disk)")
+		return fmt.Errorf("--reset-data-dir and --dev do not go together (--dev keeps nothing on disk)")
 	}
 	if o.clockRate <= 0 {
-		return nil, fmt.Errorf("--%s must be positive", faultClockRateFlag)
+		return fmt.Errorf("--%s must be positive", faultClockRateFlag)
 	}
 	if o.snapThreshold == 0 {
-		return nil, fmt.Errorf("--snapshot-threshold must be positive")
+		return fmt.Errorf("--snapshot-threshold must be positive")
 	}
 	if o.snapInterval < 10*time.Millisecond {
-		return nil, fmt.Errorf("--snapshot-interval %s is too short (minimum 10ms)", o.snapInterval)
+		return fmt.Errorf("--snapshot-interval %s is too short (minimum 10ms)", o.snapInterval)
 	}
 	if o.multiplier <= 0 || o.multiplier > 100 {
-		return nil, fmt.Errorf("--raft-multiplier %g is out of range (0 < N <= 100)", o.multiplier)
+		return fmt.Errorf("--raft-multiplier %g is out of range (0 < N <= 100)", o.multiplier)
 	}
 	if o.election == 0 {
 		o.election = time.Duration(float64(baseElectionTimeout) * o.multiplier)
 	}
 	if o.election < 50*time.Millisecond {
-		return nil, fmt.Errorf("--election-timeout %s is too short (minimum 50ms)", o.election)
+		return fmt.Errorf("--election-timeout %s is too short (minimum 50ms)", o.election)
 	}
-	return o, nil
+	return nil
 }
 
 func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
@@ -180,15 +222,20 @@ func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
 }
 
-// run runs tenured until ctx ends and returns its exit code.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
-	o, err := parseFlags(args, stderr)
+// run runs tenured until ctx ends and returns its exit code. Flags not
+// on the command line are looked up in the environment with lookupEnv.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+	o, err := parseFlags(args, stderr, lookupEnv)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "tenured: %v\n", err)
 		return 2
+	}
+	if o.version {
+		fmt.Fprintln(stdout, version.Line("tenured"))
+		return 0
 	}
 	log, err := newLogger(o, stderr)
 	if err != nil {
@@ -265,7 +312,6 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	cfg.TrailingLogs = o.trailingLogs
 	cfg.SnapshotInterval = o.snapInterval
 	cfg.Logger = log
-	cfg.RaftLogOutput = stderr
 	cfg.RaftLogLevel = o.raftLogLevel
 	cfg.PeerApplied = func(ctx context.Context, addr string) (uint64, error) { return peerApplied(ctx, &o.sec, addr) }
 	cfg.PeerTLS = o.sec.peer
@@ -276,7 +322,8 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 		ln.Close()
 		return err
 	}
-	srv, err := server.New(server.Config{Node: n, Logger: log, Registry: reg, Auth: o.sec.auth, ForwardTLS: o.sec.forwardTLS})
+	srv, err := server.New(server.Config{Node: n, Logger: log, Registry: reg, Auth: o.sec.auth, ForwardTLS: o.sec.forwardTLS,
+		CORSOrigins: o.corsOrigins})
 	if err != nil {
 		ln.Close()
 		n.Close()
@@ -327,6 +374,8 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
+	case <-n.Removed():
+		log.Info("this node was removed from the cluster; shutting down")
 	case err := <-serveErr:
 		n.Close()
 		return fmt.Errorf("api server: %w", err)
@@ -337,8 +386,12 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 			srv.Close()
 			return err
 		}
-		<-ctx.Done()
-		log.Info("shutting down")
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+		case <-n.Removed():
+			log.Info("this node was removed from the cluster; shutting down")
+		}
 	}
 	if err := n.Close(); err != nil {
 		log.Warn("closing node", "err", err)
@@ -374,6 +427,15 @@ func joinLoop(ctx context.Context, log *slog.Logger, sec *security, addr string,
 	defer c.Close()
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
+		if n.ClusterID() == "" {
+			// Learn the cluster's ID first, so that the leader's first
+			// raft messages are let in (see node.ExpectCluster).
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if st, err := c.Status(sctx); err == nil {
+				n.ExpectCluster(st.ClusterID)
+			}
+			cancel()
+		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		res, err := c.Join(rctx, client.JoinRequest{NodeID: n.ID(), RaftAddr: n.RaftAddr(), APIAddr: apiAddr, ClusterID: n.ClusterID()})
 		cancel()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -32,6 +33,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// noEnv is an empty environment.
+func noEnv(string) (string, bool) { return "", false }
+
 // initDataDir runs tenured on a new data directory until it leads, then
 // stops it.
 func initDataDir(t *testing.T) string {
@@ -50,7 +54,7 @@ func runUntilLeading(t *testing.T, args ...string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
 	go func() {
-		code <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0"}, args...), &out)
+		code <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0"}, args...), io.Discard, &out, noEnv)
 	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(out.String(), "msg=leading") {
@@ -98,7 +102,7 @@ func TestRefusesDamagedDataDir(t *testing.T) {
 			}
 			before := listing(t, dir)
 			var out syncBuffer
-			code := run(t.Context(), []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0"}, &out)
+			code := run(t.Context(), []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0"}, io.Discard, &out, noEnv)
 			if code != 1 {
 				t.Fatalf("exit %d, want 1; output:\n%s", code, out.String())
 			}
@@ -138,7 +142,7 @@ func TestResetDataDir(t *testing.T) {
 // trusted.
 func TestFaultInjectorHiddenAndLoud(t *testing.T) {
 	var help syncBuffer
-	if code := run(t.Context(), []string{"-h"}, &help); code != 0 {
+	if code := run(t.Context(), []string{"-h"}, io.Discard, &help, noEnv); code != 0 {
 		t.Fatalf("-h exited %d", code)
 	}
 	if strings.Contains(help.String(), "clock-rate") {
@@ -154,7 +158,7 @@ func TestFaultInjectorHiddenAndLoud(t *testing.T) {
 		t.Fatalf("no loud warning for the clock-rate fault injector in:\n%s", out)
 	}
 	var bad syncBuffer
-	if code := run(t.Context(), []string{"--" + faultClockRateFlag, "0"}, &bad); code != 2 {
+	if code := run(t.Context(), []string{"--" + faultClockRateFlag, "0"}, io.Discard, &bad, noEnv); code != 2 {
 		t.Fatalf("a clock rate of 0 exited %d, want 2", code)
 	}
 }

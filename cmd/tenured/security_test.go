@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -40,7 +41,7 @@ func TestRefusesInsecureOrBadSecuritySettings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "data")
 			var out syncBuffer
-			code := run(t.Context(), append(tc.args, "--data-dir", data), &out)
+			code := run(t.Context(), append(tc.args, "--data-dir", data), io.Discard, &out, noEnv)
 			if code != tc.code || !strings.Contains(out.String(), tc.msg) {
 				t.Fatalf("exit %d, output %q; want exit %d and %q", code, out.String(), tc.code, tc.msg)
 			}

@@ -2016,8 +2016,13 @@ type Member struct {
 	RaftAddress string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
 	ApiAddress  string                 `protobuf:"bytes,3,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
 	// voter or nonvoter.
-	Suffrage      string `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
-	Leader        bool   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	Suffrage string `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
+	Leader   bool   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	// How long ago the answering node last heard from this member: in the
+	// leader's answer, the member's last answer to a heartbeat or to
+	// replication (zero for the leader itself); in a follower's, only for
+	// the leader, its last contact with it. Unset when not known.
+	LastContact   *durationpb.Duration `protobuf:"bytes,6,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2085,6 +2090,13 @@ func (x *Member) GetLeader() bool {
 		return x.Leader
 	}
 	return false
+}
+
+func (x *Member) GetLastContact() *durationpb.Duration {
+	if x != nil {
+		return x.LastContact
+	}
+	return nil
 }
 
 type StatusRequest struct {
@@ -2704,14 +2716,15 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x05lease\x18\x02 \x01(\tR\x05lease\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\".\n" +
 	"\x10KVDeleteResponse\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\x04R\brevision\"\x90\x01\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\"\xce\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
 	"\vapi_address\x18\x03 \x01(\tR\n" +
 	"apiAddress\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
-	"\x06leader\x18\x05 \x01(\bR\x06leader\"\x0f\n" +
+	"\x06leader\x18\x05 \x01(\bR\x06leader\x12<\n" +
+	"\flast_contact\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vlastContact\"\x0f\n" +
 	"\rStatusRequest\"\x98\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
@@ -2860,45 +2873,46 @@ var file_tenure_v1_tenure_proto_depIdxs = []int32{
 	20, // 28: tenure.v1.BatchResult.error:type_name -> tenure.v1.BatchError
 	21, // 29: tenure.v1.BatchResponse.results:type_name -> tenure.v1.BatchResult
 	27, // 30: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
-	32, // 31: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
-	41, // 32: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
-	41, // 33: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
-	32, // 34: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
-	3,  // 35: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
-	6,  // 36: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
-	9,  // 37: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
-	11, // 38: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
-	13, // 39: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
-	15, // 40: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
-	18, // 41: tenure.v1.LeaseService.Batch:input_type -> tenure.v1.BatchRequest
-	23, // 42: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
-	25, // 43: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
-	30, // 44: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
-	28, // 45: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
-	33, // 46: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
-	35, // 47: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
-	37, // 48: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
-	39, // 49: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
-	4,  // 50: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
-	8,  // 51: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
-	10, // 52: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
-	12, // 53: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
-	14, // 54: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
-	17, // 55: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
-	22, // 56: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
-	24, // 57: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
-	26, // 58: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
-	31, // 59: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
-	29, // 60: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
-	34, // 61: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
-	36, // 62: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
-	38, // 63: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
-	40, // 64: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
-	50, // [50:65] is the sub-list for method output_type
-	35, // [35:50] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	41, // 31: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
+	32, // 32: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
+	41, // 33: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
+	41, // 34: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
+	32, // 35: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
+	3,  // 36: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
+	6,  // 37: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
+	9,  // 38: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
+	11, // 39: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
+	13, // 40: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
+	15, // 41: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
+	18, // 42: tenure.v1.LeaseService.Batch:input_type -> tenure.v1.BatchRequest
+	23, // 43: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
+	25, // 44: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
+	30, // 45: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
+	28, // 46: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
+	33, // 47: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
+	35, // 48: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
+	37, // 49: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
+	39, // 50: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
+	4,  // 51: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
+	8,  // 52: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
+	10, // 53: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
+	12, // 54: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
+	14, // 55: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
+	17, // 56: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
+	22, // 57: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
+	24, // 58: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
+	26, // 59: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
+	31, // 60: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
+	29, // 61: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
+	34, // 62: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
+	36, // 63: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
+	38, // 64: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
+	40, // 65: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
+	51, // [51:66] is the sub-list for method output_type
+	36, // [36:51] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_tenure_proto_init() }
