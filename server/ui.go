@@ -70,6 +70,7 @@ func (s *Server) uiHandler(perm string, h http.Handler) http.Handler {
 			http.Error(w, msg, status)
 			return
 		}
+		s.sampler.start()
 		w.Header().Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)
 	})
@@ -99,7 +100,6 @@ func (s *Server) mountUI(mux *http.ServeMux) {
 		ops = func() uint64 { n, _ := s.ui.AppliedOps(); return n }
 	}
 	s.sampler = newSampler(s.reg, ops)
-	go s.sampler.run()
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("GET /ui/", http.StripPrefix("/ui", ui.Handler()))
 	mux.Handle("GET /ui/api/state", s.uiHandler(PermRead, http.HandlerFunc(s.uiState)))

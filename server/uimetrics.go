@@ -41,6 +41,8 @@ type sampler struct {
 	ops  func() uint64
 	stop chan struct{}
 	done chan struct{}
+	once sync.Once // starts run, the first time the dashboard asks
+	ran  bool
 
 	mu   sync.Mutex
 	ring [sampleWindow]sample
@@ -51,6 +53,17 @@ type sampler struct {
 
 func newSampler(reg prometheus.Gatherer, ops func() uint64) *sampler {
 	return &sampler{reg: reg, ops: ops, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// start starts sampling (once): the first time the dashboard is used, so
+// that a node nobody watches samples nothing.
+func (s *sampler) start() {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.ran = true
+		s.mu.Unlock()
+		go s.run()
+	})
 }
 
 func (s *sampler) run() {
@@ -69,12 +82,18 @@ func (s *sampler) run() {
 }
 
 func (s *sampler) close() {
+	s.once.Do(func() {}) // no start after close
+	s.mu.Lock()
+	ran := s.ran
+	s.mu.Unlock()
 	select {
 	case <-s.stop:
 	default:
 		close(s.stop)
 	}
-	<-s.done
+	if ran {
+		<-s.done
+	}
 }
 
 func (s *sampler) read() counters {
