@@ -207,6 +207,23 @@ func (s *State) Waiters(name string) []string {
 	return hs
 }
 
+// Queues returns the holders queued for each name with the prefix that
+// has any, first first.
+func (s *State) Queues(prefix string) map[string][]string {
+	out := make(map[string][]string)
+	for name, q := range s.queues {
+		if !strings.HasPrefix(name, prefix) || len(q) == 0 {
+			continue
+		}
+		hs := make([]string, len(q))
+		for i, w := range q {
+			hs[i] = w.Holder
+		}
+		out[name] = hs
+	}
+	return out
+}
+
 // NextDeadline returns the earliest cluster time at which a lease expires,
 // and false if no lease is held. The node's expirer proposes an OpExpire
 // stamped at or after it.

@@ -1276,3 +1276,20 @@ func TestKVList(t *testing.T) {
 		t.Fatalf("Validate(long prefix) = %v", err)
 	}
 }
+
+func TestQueues(t *testing.T) {
+	s := New()
+	s.Apply(Batch{Now: time.Second, Ops: []Op{
+		{Type: OpAcquire, Name: "a/x", Holder: "h1", TTL: time.Minute},
+		{Type: OpAcquire, Name: "a/x", Holder: "h2", TTL: time.Minute, Wait: true, WaitTimeout: time.Minute},
+		{Type: OpAcquire, Name: "a/x", Holder: "h3", TTL: time.Minute, Wait: true, WaitTimeout: time.Minute},
+		{Type: OpAcquire, Name: "b", Holder: "h1", TTL: time.Minute},
+		{Type: OpAcquire, Name: "b", Holder: "h4", TTL: time.Minute, Wait: true, WaitTimeout: time.Minute},
+	}})
+	if got := s.Queues("a/"); len(got) != 1 || strings.Join(got["a/x"], ",") != "h2,h3" {
+		t.Errorf(`Queues("a/") = %v, want a/x: h2, h3`, got)
+	}
+	if got := s.Queues(""); len(got) != 2 || strings.Join(got["b"], ",") != "h4" {
+		t.Errorf(`Queues("") = %v, want a/x and b`, got)
+	}
+}

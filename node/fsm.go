@@ -55,6 +55,8 @@ type fsm struct {
 	onApply func(index uint64, now time.Duration, events []lease.Event)
 	// onRestore is called under mu after a snapshot replaced the state.
 	onRestore func()
+	// act records what every batch did, for the dashboard.
+	act *activityLog
 	// clusterID is the cluster's ID as the log records it ("" before the
 	// first leader recorded it); onCluster is called under mu when it
 	// is learnt from the log or a snapshot.
@@ -63,7 +65,7 @@ type fsm struct {
 }
 
 func newFSM() *fsm {
-	return &fsm{st: lease.New(), members: make(map[string]string)}
+	return &fsm{st: lease.New(), members: make(map[string]string), act: newActivityLog()}
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -104,6 +106,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 			b.Now = 0
 		}
 		results, events := f.st.Apply(b)
+		f.act.record(l.Index, f.st, b.Ops, results, events)
 		if f.onApply != nil {
 			f.onApply(l.Index, f.st.Now(), events)
 		}
@@ -198,6 +201,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st, f.members, f.clusterID = st, h.Members, h.ClusterID
+	f.act.reset(f.applied, st.Now())
 	if f.clusterID != "" && f.onCluster != nil {
 		f.onCluster(f.clusterID)
 	}

@@ -72,6 +72,11 @@ type Server struct {
 	mux     *http.ServeMux
 	auth    *Auth
 	handler http.Handler
+	// The dashboard (ui.go): its node methods (nil if the node has
+	// none), the metrics sampler and when each member last answered.
+	ui      uiNode
+	sampler *sampler
+	probes  probes
 }
 
 // New returns a Server for cfg.
@@ -113,6 +118,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	s.mountOps(mux)
+	s.mountUI(mux)
 	s.mux = mux
 	// CORS outside authentication: a browser's preflight carries no
 	// credentials.
@@ -145,8 +151,12 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // ReloadAuth reads the auth file again; on error the old one stays.
 func (s *Server) ReloadAuth() error { return s.auth.Reload() }
 
-// Close releases the server's connections to other nodes.
-func (s *Server) Close() { s.fwd.close() }
+// Close releases the server's connections to other nodes and stops its
+// metrics sampler.
+func (s *Server) Close() {
+	s.fwd.close()
+	s.sampler.close()
+}
 
 // NewHTTPServer returns an http.Server for h that speaks HTTP/1.1,
 // cleartext HTTP/2 (what gRPC clients use) and, served with TLS, HTTP/2.

@@ -34,7 +34,7 @@ var commandFlags = map[string][]string{
 	"leader":     nil,
 	"run":        {"--holder", "--ttl", "--limit", "--kill-after", "--verbose"},
 	"elect":      {"--listen", "--ttl"},
-	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--verbose"},
+	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--ui", "--verbose"},
 	"fence":      nil,
 	"certs":      nil,
 	"auth":       nil,

@@ -34,6 +34,12 @@ note when Postgres does not answer:
                 while A's connection lives, and frees when the connection
                 drops; A, waking on a new connection, overwrites B's row.
 
+--ui prints the address of a live dashboard (served by a member of the
+embedded cluster) showing the timeline of each scenario's lease, with its
+tokens and the rejected stale writes; after the scenarios the demo keeps
+the cluster up for it until Ctrl-C, and still exits 0 only if every
+scenario came out as expected. It launches no browser.
+
 --real runs fenced and timeout-lock with processes instead: a tenured child
 (next to this binary or on PATH) and worker children, the paused one frozen
 with SIGSTOP and resumed with SIGCONT.
@@ -51,13 +57,14 @@ func (a *app) demo(ctx context.Context, args []string) error {
 		}
 		return w.Run(ctx, a.stdout)
 	}
-	c := a.newCommand("demo", "demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--postgres URL] [--verbose]", demoAbout)
+	c := a.newCommand("demo", "demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--ui] [--postgres URL] [--verbose]", demoAbout)
 	ttl := c.fs.Duration("ttl", demo.DefaultTTL, fmt.Sprintf("lease `TTL` (at least %s)", demo.MinTTL))
 	pause := c.fs.Duration("pause", 0, "how long worker A stalls; must exceed the TTL (default ttl + max(ttl/2, 500ms))")
 	scenario := c.fs.String("scenario", "all", "`names` to run: all, or a comma list of fenced, timeout-lock, postgres, db-lock, failover")
 	pgURL := c.fs.String("postgres", demo.DefaultPostgres, "Postgres `URL` of the postgres and db-lock scenarios")
 	real := c.fs.Bool("real", false, "run the workers and the server (tenured) as separate processes")
 	verbose := c.fs.Bool("verbose", false, "show the logs of raft, the nodes and the child processes on stderr")
+	ui := c.fs.Bool("ui", false, "print the address of a live dashboard of the scenarios (on stderr) and keep it up after them until Ctrl-C")
 	if _, err := a.parse(c, args, nil, 0); err != nil {
 		return err
 	}
@@ -78,6 +85,7 @@ func (a *app) demo(ctx context.Context, args []string) error {
 	}
 	cfg.Real = *real
 	cfg.Verbose = *verbose
+	cfg.UI, cfg.UIOut = *ui, a.stderr
 	cfg.Stdout, cfg.Stderr = a.stdout, a.stderr
 	if a.g.output == "json" {
 		cfg.Format = demo.JSON

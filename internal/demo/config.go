@@ -139,6 +139,13 @@ type Config struct {
 	// Verbose passes the logs of raft, the nodes and child processes to
 	// Stderr. Default off: they would drown the timeline.
 	Verbose bool
+	// UI prints to UIOut the address of the dashboard's timeline of the
+	// demo's leases, served by a member of the in-process cluster, and
+	// after the scenarios keeps the cluster (and the dashboard) up until
+	// the context ends. The timeline on Stdout and the result are the
+	// same as without it. In-process only.
+	UI    bool
+	UIOut io.Writer
 	// Stdout receives the timeline. Required.
 	Stdout io.Writer
 	// Stderr receives the logs when Verbose is set.
@@ -190,6 +197,10 @@ func (c *Config) Validate() error {
 		return errors.New("no scenario to run")
 	case c.Real && len(c.WorkerCommand) == 0:
 		return errors.New("demo: --real needs a worker command")
+	case c.UI && c.Real:
+		return errors.New("--ui shows the in-process cluster's dashboard: drop --real (a tenured of your own serves its dashboard at /ui)")
+	case c.UI && c.UIOut == nil:
+		return errors.New("demo: --ui needs a writer for the dashboard's address")
 	}
 	seen := map[Scenario]bool{}
 	for _, s := range c.Scenarios {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tenure-io/tenure/internal/localcluster"
 )
 
 // Run runs the scenarios of cfg, printing the timeline to cfg.Stdout as
@@ -30,10 +32,15 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		skipped []Scenario
 		err     error
 	)
+	summarized := false
+	summary := func(results []Result, skipped []Scenario) {
+		tl.summary(results, skipped, time.Since(start))
+		summarized = true
+	}
 	if cfg.Real {
 		results, skipped, err = runReal(ctx, &cfg, tl)
 	} else {
-		results, skipped, err = runInProcess(ctx, &cfg, tl)
+		results, skipped, err = runInProcess(ctx, &cfg, tl, summary)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -41,7 +48,9 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		}
 		return results, err
 	}
-	tl.summary(results, skipped, time.Since(start))
+	if !summarized {
+		summary(results, skipped)
+	}
 	var failed []Result
 	for _, r := range results {
 		if !r.Passed {
@@ -71,8 +80,9 @@ func runScenario(tl *timeline, sc Scenario, n, of int, extra []string, run func(
 
 // runInProcess runs the scenarios on a cluster embedded in this process.
 // The Postgres scenarios are skipped, with a note, when Postgres does not
-// answer.
-func runInProcess(ctx context.Context, cfg *Config, tl *timeline) ([]Result, []Scenario, error) {
+// answer. With cfg.UI it prints the dashboard's address first, and at the
+// end calls summary and keeps the cluster up until ctx ends.
+func runInProcess(ctx context.Context, cfg *Config, tl *timeline, summary func([]Result, []Scenario)) ([]Result, []Scenario, error) {
 	logs := io.Discard
 	if cfg.Verbose {
 		logs = cfg.Stderr
@@ -116,6 +126,12 @@ func runInProcess(ctx context.Context, cfg *Config, tl *timeline) ([]Result, []S
 	}, map[string]any{"mode": "in-process", "nodes": ids, "leader": leader.ID, "endpoints": cl.Endpoints(),
 		"ttl": fmtDuration(cfg.TTL), "pause": fmtDuration(cfg.Pause)})
 
+	var dashboard string
+	if cfg.UI {
+		dashboard = dashboardURL(cl, leader.ID)
+		fmt.Fprintf(cfg.UIOut, "tenure demo: watch it in a browser: %s\n", dashboard)
+	}
+
 	reader, err := newClient(cl.Endpoints())
 	if err != nil {
 		return nil, nil, err
@@ -157,7 +173,27 @@ func runInProcess(ctx context.Context, cfg *Config, tl *timeline) ([]Result, []S
 			"  Start one, or point --postgres at one: tenure demo --scenario %s --postgres postgres://USER@HOST:5432/DB",
 			sc, redactURL(cfg.Postgres), lastLine(pgErr), sc))
 	}
+	if cfg.UI {
+		summary(results, skipped)
+		fmt.Fprintf(cfg.UIOut, "tenure demo: the dashboard stays up at %s; press Ctrl-C to end.\n", dashboard)
+		<-ctx.Done()
+	}
 	return results, skipped, nil
+}
+
+// dashboardURL returns the address of the dashboard's timeline of every
+// demo lease, served by a member that is not the leader (the failover
+// scenario crashes the leader).
+func dashboardURL(cl *localcluster.Cluster, leader string) string {
+	ms := cl.Members()
+	m := ms[0]
+	for _, o := range ms {
+		if o.ID != leader {
+			m = o
+			break
+		}
+	}
+	return "http://" + m.Addr + "/ui/#timeline/demo/"
 }
 
 // redactURL returns a Postgres URL without its password, for the

@@ -1,0 +1,452 @@
+package node
+
+import (
+	"errors"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tenure-io/tenure/lease"
+)
+
+// ActivityKind says what an Activity records.
+type ActivityKind uint8
+
+// The kinds of activity. Renewals are not recorded one by one: they are
+// counted per second of cluster time (Renewals).
+const (
+	ActivityGranted       ActivityKind = 1
+	ActivityReleased      ActivityKind = 2
+	ActivityExpired       ActivityKind = 3
+	ActivityWriteAccepted ActivityKind = 4 // a fenced put or delete the store accepted
+	ActivityWriteRejected ActivityKind = 5 // a fenced put or delete refused for its token
+	// ActivityReset marks where this node replaced its state with a
+	// snapshot: what happened between the entries before and after it was
+	// never applied here.
+	ActivityReset ActivityKind = 6
+)
+
+func (k ActivityKind) String() string {
+	switch k {
+	case ActivityGranted:
+		return "granted"
+	case ActivityReleased:
+		return "released"
+	case ActivityExpired:
+		return "expired"
+	case ActivityWriteAccepted:
+		return "write_accepted"
+	case ActivityWriteRejected:
+		return "write_rejected"
+	case ActivityReset:
+		return "reset"
+	}
+	return "unknown"
+}
+
+// Activity is one thing the state machine did, as this node applied it.
+type Activity struct {
+	// Seq numbers the activities this node recorded since it started,
+	// from 1, without gaps.
+	Seq uint64
+	// Index is the raft index of the entry that did it.
+	Index uint64
+	// At is the cluster time of that entry.
+	At   time.Duration
+	Kind ActivityKind
+	// Name is the lease, Holder its holder (grants, releases, expiries)
+	// and Token the grant's token, or the token a write carried.
+	Name   string
+	Holder string
+	Token  uint64
+	// Key, Delete and Err describe a write: its key, whether it was a
+	// delete, and why it was rejected.
+	Key    string
+	Delete bool
+	Err    error
+}
+
+// Term is one grant of a name in its History: who held it with which
+// token, from when, until when and how it ended.
+type Term struct {
+	Holder string
+	Token  uint64
+	Start  time.Duration
+	// End is zero while the grant is held; Ended then is zero too.
+	End   time.Duration
+	Ended ActivityKind // ActivityReleased or ActivityExpired
+	// Writes counts the fenced writes accepted with this term's token.
+	Writes int
+}
+
+// StaleWrite is a write to a name's lease refused for its token.
+type StaleWrite struct {
+	At    time.Duration
+	Token uint64
+	Key   string
+	// Current is the token of the name's first live grant when the write
+	// was refused (0 if none was held).
+	Current uint64
+	Reason  string
+}
+
+// History is what a node remembers of one name: its last terms, oldest
+// first, and its last refused writes.
+type History struct {
+	Name    string
+	Terms   []Term
+	Stale   []StaleWrite
+	Reset   bool     // a snapshot install cut the history short
+	Waiters []string // the holders queued for the name now, first first
+}
+
+// RenewalCount is how many renewals were applied in one second of
+// cluster time (Second is cluster time truncated to the second).
+type RenewalCount struct {
+	Second time.Duration
+	Count  uint64
+}
+
+// The bounds of the activity log: the ring of recent activity, how many
+// names have a history and how long each is, and how many seconds of
+// renewal counts are kept.
+const (
+	activityRingSize = 10000
+	historyNames     = 4096
+	historyTerms     = 32
+	historyStale     = 64
+	renewalSeconds   = 600
+)
+
+type nameHistory struct {
+	terms []Term
+	stale []StaleWrite
+	reset bool
+}
+
+// activityLog records what Apply did: a bounded ring of activities, the
+// recent terms of each name, and renewal counts per second. It is written
+// on the FSM goroutine under the FSM lock and read under the FSM read
+// lock, so recording takes no lock of its own; waking subscribers takes
+// one only when there are subscribers.
+type activityLog struct {
+	ring [activityRingSize]Activity
+	seq  uint64 // activities recorded; ring[(seq-1)%size] is the last
+	ops  uint64 // operations applied, for rates
+
+	names map[string]*nameHistory
+	order []string // names in the order their history was made, for eviction
+	first int      // order[first:] are the names still kept
+
+	renewals [renewalSeconds]RenewalCount
+
+	nsubs atomic.Int32
+	mu    sync.Mutex
+	subs  map[chan struct{}]struct{}
+}
+
+func newActivityLog() *activityLog {
+	return &activityLog{names: make(map[string]*nameHistory), subs: make(map[chan struct{}]struct{})}
+}
+
+func (a *activityLog) add(act Activity) {
+	a.seq++
+	act.Seq = a.seq
+	a.ring[(a.seq-1)%activityRingSize] = act
+}
+
+// record notes one applied batch. st is the state after it.
+func (a *activityLog) record(index uint64, st *lease.State, ops []lease.Op, results []lease.Result, events []lease.Event) {
+	now := st.Now()
+	a.ops += uint64(len(ops))
+	recorded := a.seq
+	for _, ev := range events {
+		kind := ActivityKind(ev.Type) // granted, released, expired share their numbers
+		a.add(Activity{Index: index, At: now, Kind: kind, Name: ev.Lease.Name, Holder: ev.Lease.Holder, Token: ev.Lease.Token})
+		a.term(ev, now)
+	}
+	var renewed uint64
+	for i := range ops {
+		op, res := &ops[i], &results[i]
+		switch op.Type {
+		case lease.OpRenew:
+			for _, r := range res.Renewed {
+				if r.Err == nil {
+					renewed++
+				}
+			}
+		case lease.OpAcquire:
+			if res.Err == nil && res.Lease.GrantedAt < now {
+				renewed++ // an acquire by the holder renews
+			}
+		case lease.OpPut, lease.OpDelete:
+			a.write(index, st, now, op, res)
+		}
+	}
+	if renewed > 0 {
+		sec := now.Truncate(time.Second)
+		b := &a.renewals[(sec/time.Second)%renewalSeconds]
+		if b.Second != sec {
+			*b = RenewalCount{Second: sec}
+		}
+		b.Count += renewed
+	}
+	if a.seq != recorded && a.nsubs.Load() > 0 {
+		a.wake()
+	}
+}
+
+func (a *activityLog) write(index uint64, st *lease.State, now time.Duration, op *lease.Op, res *lease.Result) {
+	act := Activity{Index: index, At: now, Kind: ActivityWriteAccepted, Name: op.Name, Token: op.Token, Key: op.Key, Delete: op.Type == lease.OpDelete}
+	switch {
+	case res.Err == nil:
+		if h := a.names[op.Name]; h != nil {
+			for i := len(h.terms) - 1; i >= 0; i-- {
+				if h.terms[i].Token == op.Token {
+					h.terms[i].Writes++
+					break
+				}
+			}
+		}
+	case errors.Is(res.Err, lease.ErrStaleToken):
+		act.Kind, act.Err = ActivityWriteRejected, res.Err
+		sw := StaleWrite{At: now, Token: op.Token, Key: op.Key, Reason: res.Err.Error()}
+		if l, ok := st.Lease(op.Name); ok && l.ExpiresAt > now {
+			sw.Current = l.Token
+		}
+		h := a.history(op.Name)
+		if len(h.stale) == historyStale {
+			h.stale = append(h.stale[:0], h.stale[1:]...)
+		}
+		h.stale = append(h.stale, sw)
+	default:
+		return // not found, invalid: not a fencing decision
+	}
+	a.add(act)
+}
+
+// term updates the history of the event's name.
+func (a *activityLog) term(ev lease.Event, now time.Duration) {
+	if ev.Type == lease.EventGranted {
+		h := a.history(ev.Lease.Name)
+		if len(h.terms) == historyTerms {
+			h.terms = append(h.terms[:0], h.terms[1:]...)
+		}
+		h.terms = append(h.terms, Term{Holder: ev.Lease.Holder, Token: ev.Lease.Token, Start: now})
+		return
+	}
+	h := a.names[ev.Lease.Name]
+	if h == nil {
+		return
+	}
+	for i := len(h.terms) - 1; i >= 0; i-- {
+		if t := &h.terms[i]; t.Token == ev.Lease.Token && t.Ended == 0 {
+			t.End, t.Ended = now, ActivityKind(ev.Type)
+			return
+		}
+	}
+}
+
+// history returns the history of name, making it (and forgetting the
+// oldest name's) if needed.
+func (a *activityLog) history(name string) *nameHistory {
+	if h := a.names[name]; h != nil {
+		return h
+	}
+	if len(a.names) >= historyNames {
+		for a.first < len(a.order) {
+			old := a.order[a.first]
+			a.order[a.first] = ""
+			a.first++
+			if _, ok := a.names[old]; ok {
+				delete(a.names, old)
+				break
+			}
+		}
+	}
+	if a.first > len(a.order)/2 && a.first > historyNames {
+		a.order = append(a.order[:0], a.order[a.first:]...)
+		a.first = 0
+	}
+	h := &nameHistory{}
+	a.names[name] = h
+	a.order = append(a.order, name)
+	return h
+}
+
+// reset notes that the state was replaced by a snapshot.
+func (a *activityLog) reset(index uint64, now time.Duration) {
+	if a.seq == 0 {
+		return // a node starting from its snapshot: nothing recorded yet
+	}
+	a.add(Activity{Index: index, At: now, Kind: ActivityReset})
+	for _, h := range a.names {
+		h.reset = true
+		for i := range h.terms {
+			if h.terms[i].Ended == 0 {
+				h.terms[i].End, h.terms[i].Ended = now, ActivityReset
+			}
+		}
+	}
+	if a.nsubs.Load() > 0 {
+		a.wake()
+	}
+}
+
+func (a *activityLog) wake() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for ch := range a.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// since returns up to limit activities recorded after seq, oldest first,
+// and how many after seq were already dropped from the ring.
+func (a *activityLog) since(seq uint64, limit int) (acts []Activity, missed uint64) {
+	oldest := uint64(1)
+	if a.seq > activityRingSize {
+		oldest = a.seq - activityRingSize + 1
+	}
+	from := seq + 1
+	if from < oldest {
+		missed = oldest - from
+		from = oldest
+	}
+	if limit > 0 && a.seq >= from && a.seq-from+1 > uint64(limit) {
+		skip := a.seq - uint64(limit) + 1 - from
+		missed += skip
+		from += skip
+	}
+	for s := from; s <= a.seq; s++ {
+		acts = append(acts, a.ring[(s-1)%activityRingSize])
+	}
+	return acts, missed
+}
+
+// ActivityPage is a read of the activity log.
+type ActivityPage struct {
+	Activities []Activity
+	// Missed counts the activities after the asked-for Seq that were
+	// already dropped from the bounded log (or left out by the limit).
+	Missed uint64
+	// Last is the Seq of the last activity recorded.
+	Last uint64
+	// Ops counts the operations this node has applied; Now is the cluster
+	// time of the last one.
+	Ops uint64
+	Now time.Duration
+}
+
+// Activity returns up to limit (0: all kept) of the activities recorded
+// after seq, oldest first. The log keeps the last 10,000.
+func (n *Node) Activity(seq uint64, limit int) ActivityPage {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	a := n.fsm.act
+	acts, missed := a.since(seq, limit)
+	return ActivityPage{Activities: acts, Missed: missed, Last: a.seq, Ops: a.ops, Now: n.fsm.st.Now()}
+}
+
+// History returns what this node remembers of name: its last 32 terms and
+// last 64 refused writes, and its waiters now. A node keeps the history
+// of the last 4096 names granted or written to.
+func (n *Node) History(name string) History {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	out := History{Name: name, Waiters: n.fsm.st.Waiters(name)}
+	if h := n.fsm.act.names[name]; h != nil {
+		out.Terms = append([]Term(nil), h.terms...)
+		out.Stale = append([]StaleWrite(nil), h.stale...)
+		out.Reset = h.reset
+	}
+	return out
+}
+
+// Renewals returns the renewal counts of the last 10 minutes of cluster
+// time that had any, oldest first.
+func (n *Node) Renewals() []RenewalCount {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	now := n.fsm.st.Now()
+	var out []RenewalCount
+	for _, b := range n.fsm.act.renewals {
+		if b.Count > 0 && now-b.Second < renewalSeconds*time.Second {
+			out = append(out, b)
+		}
+	}
+	sortRenewals(out)
+	return out
+}
+
+func sortRenewals(rs []RenewalCount) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && rs[j].Second < rs[j-1].Second; j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+}
+
+// Waiters returns the holders queued for each name with the prefix that
+// has any, first first.
+func (n *Node) Waiters(prefix string) map[string][]string {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	return n.fsm.st.Queues(prefix)
+}
+
+// SubscribeActivity returns a channel that receives a value (at most one
+// pending) whenever activity is recorded, and a function that ends the
+// subscription. Read what is new with Activity.
+func (n *Node) SubscribeActivity() (<-chan struct{}, func()) {
+	a := n.fsm.act
+	ch := make(chan struct{}, 1)
+	a.mu.Lock()
+	a.subs[ch] = struct{}{}
+	a.nsubs.Add(1)
+	a.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			a.mu.Lock()
+			delete(a.subs, ch)
+			a.nsubs.Add(-1)
+			a.mu.Unlock()
+		})
+	}
+}
+
+// AppliedOps returns how many operations this node has applied since it
+// started, and the cluster time of the last.
+func (n *Node) AppliedOps() (uint64, time.Duration) {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	return n.fsm.act.ops, n.fsm.st.Now()
+}
+
+// Histories returns the histories of the names with the prefix that have
+// one, sorted by name, at most max of them (0: all).
+func (n *Node) Histories(prefix string, max int) []History {
+	n.fsm.mu.RLock()
+	var names []string
+	for name := range n.fsm.act.names {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	n.fsm.mu.RUnlock()
+	sort.Strings(names)
+	if max > 0 && len(names) > max {
+		names = names[:max]
+	}
+	out := make([]History, 0, len(names))
+	for _, name := range names {
+		out = append(out, n.History(name))
+	}
+	return out
+}

@@ -1,0 +1,121 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tenure-io/tenure/lease"
+)
+
+// applyRecorded applies ops at cluster time now and records the batch.
+func applyRecorded(st *lease.State, a *activityLog, index uint64, now time.Duration, ops ...lease.Op) []lease.Result {
+	res, events := st.Apply(lease.Batch{Now: now, Ops: ops})
+	a.record(index, st, ops, res, events)
+	return res
+}
+
+func TestActivityFencingPicture(t *testing.T) {
+	st, a := lease.New(), newActivityLog()
+	s := time.Second
+	applyRecorded(st, a, 1, 1*s, lease.Op{Type: lease.OpAcquire, Name: "n", Holder: "A", TTL: 2 * s})
+	applyRecorded(st, a, 2, 1*s, lease.Op{Type: lease.OpPut, Name: "n", Token: 1, Key: "k", Value: []byte("A-1")})
+	applyRecorded(st, a, 3, 2*s, lease.Op{Type: lease.OpRenew, Refs: []lease.Ref{{Name: "n", Token: 1}}})
+	applyRecorded(st, a, 4, 5*s, lease.Op{Type: lease.OpExpire})
+	applyRecorded(st, a, 5, 5*s, lease.Op{Type: lease.OpAcquire, Name: "n", Holder: "B", TTL: 2 * s})
+	res := applyRecorded(st, a, 6, 6*s, lease.Op{Type: lease.OpPut, Name: "n", Token: 1, Key: "k", Value: []byte("A-2")})
+	if res[0].Err == nil {
+		t.Fatal("the stale write was accepted")
+	}
+
+	acts, missed := a.since(0, 0)
+	if missed != 0 {
+		t.Errorf("missed = %d, want 0", missed)
+	}
+	want := []struct {
+		kind  ActivityKind
+		token uint64
+	}{{ActivityGranted, 1}, {ActivityWriteAccepted, 1}, {ActivityExpired, 1}, {ActivityGranted, 2}, {ActivityWriteRejected, 1}}
+	if len(acts) != len(want) {
+		t.Fatalf("got %d activities %+v, want %d", len(acts), acts, len(want))
+	}
+	for i, w := range want {
+		if acts[i].Kind != w.kind || acts[i].Token != w.token || acts[i].Seq != uint64(i+1) {
+			t.Errorf("activity %d = %v token %d seq %d, want %v token %d", i, acts[i].Kind, acts[i].Token, acts[i].Seq, w.kind, w.token)
+		}
+	}
+
+	h := a.names["n"]
+	if h == nil || len(h.terms) != 2 {
+		t.Fatalf("history of n = %+v, want 2 terms", h)
+	}
+	if t0 := h.terms[0]; t0.Holder != "A" || t0.Token != 1 || t0.Start != 1*s || t0.End != 5*s || t0.Ended != ActivityExpired || t0.Writes != 1 {
+		t.Errorf("first term = %+v", t0)
+	}
+	if t1 := h.terms[1]; t1.Holder != "B" || t1.Token != 2 || t1.Ended != 0 {
+		t.Errorf("second term = %+v", t1)
+	}
+	if len(h.stale) != 1 || h.stale[0].Token != 1 || h.stale[0].Current != 2 || h.stale[0].At != 6*s {
+		t.Errorf("stale writes = %+v, want token 1 refused while 2 held at 6s", h.stale)
+	}
+	if b := a.renewals[2%renewalSeconds]; b.Second != 2*s || b.Count != 1 {
+		t.Errorf("renewals at 2s = %+v, want 1", b)
+	}
+}
+
+func TestActivityBounded(t *testing.T) {
+	st, a := lease.New(), newActivityLog()
+	const n = activityRingSize + 500
+	for i := range n {
+		name := "l" + string(rune('a'+i%26)) + time.Duration(i).String()
+		applyRecorded(st, a, uint64(i+1), time.Duration(i)*time.Millisecond,
+			lease.Op{Type: lease.OpAcquire, Name: name, Holder: "h", TTL: time.Hour})
+	}
+	acts, missed := a.since(0, 0)
+	if len(acts) != activityRingSize || missed != 500 {
+		t.Fatalf("kept %d, missed %d; want %d and 500", len(acts), missed, activityRingSize)
+	}
+	if acts[0].Seq != 501 || acts[len(acts)-1].Seq != n {
+		t.Errorf("kept seq %d..%d, want 501..%d", acts[0].Seq, acts[len(acts)-1].Seq, n)
+	}
+	if len(a.names) > historyNames {
+		t.Errorf("%d names have a history, want at most %d", len(a.names), historyNames)
+	}
+	acts, missed = a.since(n-10, 3)
+	if len(acts) != 3 || acts[2].Seq != n || missed != 7 {
+		t.Errorf("since(n-10, 3) = %d activities ending at %d, missed %d; want 3 ending at %d, missed 7", len(acts), acts[len(acts)-1].Seq, missed, n)
+	}
+}
+
+// Recording renewals and accepted writes must not allocate: the apply
+// path is hot and nobody may be watching.
+func TestActivityRecordDoesNotAllocate(t *testing.T) {
+	st, a := lease.New(), newActivityLog()
+	applyRecorded(st, a, 1, time.Second, lease.Op{Type: lease.OpAcquire, Name: "n", Holder: "A", TTL: time.Hour})
+	ops := []lease.Op{
+		{Type: lease.OpPut, Name: "n", Token: 1, Key: "k", Value: []byte("v")},
+		{Type: lease.OpRenew, Refs: []lease.Ref{{Name: "n", Token: 1}}},
+	}
+	res, events := st.Apply(lease.Batch{Now: 2 * time.Second, Ops: ops})
+	allocs := testing.AllocsPerRun(100, func() { a.record(2, st, ops, res, events) })
+	if allocs != 0 {
+		t.Errorf("record allocated %.1f times per batch, want 0", allocs)
+	}
+}
+
+// BenchmarkActivityRecord measures what recording adds to applying one
+// batch of 64 renewals and one accepted write, with nobody watching.
+func BenchmarkActivityRecord(b *testing.B) {
+	st, a := lease.New(), newActivityLog()
+	var refs []lease.Ref
+	for i := range 64 {
+		name := "l" + time.Duration(i).String()
+		res := applyRecorded(st, a, 1, time.Second, lease.Op{Type: lease.OpAcquire, Name: name, Holder: "h", TTL: time.Hour})
+		refs = append(refs, lease.Ref{Name: name, Token: res[0].Lease.Token})
+	}
+	ops := []lease.Op{{Type: lease.OpRenew, Refs: refs}, {Type: lease.OpPut, Name: refs[0].Name, Token: refs[0].Token, Key: "k"}}
+	res, events := st.Apply(lease.Batch{Now: 2 * time.Second, Ops: ops})
+	b.ReportAllocs()
+	for b.Loop() {
+		a.record(2, st, ops, res, events)
+	}
+}

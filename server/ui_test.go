@@ -1,0 +1,328 @@
+package server_test
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+)
+
+func uiGet(t *testing.T, url string) (*http.Response, []byte) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, body
+}
+
+// sseEvent is one Server-Sent Event of the dashboard's stream.
+type sseEvent struct {
+	name string
+	data string
+}
+
+// readSSE sends the events of the stream at url to the returned channel
+// until the test ends.
+func readSSE(t *testing.T, url string) <-chan sseEvent {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET %s: %s, %s", url, res.Status, res.Header.Get("Content-Type"))
+	}
+	ch := make(chan sseEvent, 100)
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		res.Body.Close()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(nil, 1<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				ev.name = line[len("event: "):]
+			case strings.HasPrefix(line, "data: "):
+				ev.data = line[len("data: "):]
+			case line == "":
+				select {
+				case ch <- ev:
+				default:
+				}
+				ev = sseEvent{}
+			}
+		}
+	}()
+	return ch
+}
+
+// waitSSE returns the first event named name for which ok is true.
+func waitSSE(t *testing.T, ch <-chan sseEvent, name string, ok func(data string) bool) string {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-ch:
+			if ev.name == name && ok(ev.data) {
+				return ev.data
+			}
+		case <-deadline:
+			t.Fatalf("no %q event as wanted within 10s", name)
+		}
+	}
+}
+
+// A follower's dashboard stream starts with the state, then carries the
+// grants from the Watch stream and the fenced writes, accepted and
+// rejected, from the follower's own activity log; the history of the name
+// shows both terms and the rejected write.
+func TestUIStreamOnFollower(t *testing.T) {
+	c, leader, _ := cluster(t)
+	var fol string
+	for _, m := range c.Members() {
+		if m != c.Leader() {
+			fol = "http://" + m.Addr
+			break
+		}
+	}
+	ctx := ctxT(t)
+	events := readSSE(t, fol+"/ui/api/stream")
+	snap := waitSSE(t, events, "snapshot", func(string) bool { return true })
+	if !strings.Contains(snap, `"leases":[]`) {
+		t.Errorf("snapshot of an empty cluster = %s", snap)
+	}
+
+	a, err := leader.lease.Acquire(ctx, acquireReq("ui/fenced", "A", 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta := a.Msg.GetLease().GetToken()
+	waitSSE(t, events, "leases", func(d string) bool {
+		return strings.Contains(d, `"type":"granted"`) && strings.Contains(d, `"holder":"A"`)
+	})
+	put := func(value string, token uint64) error {
+		_, err := leader.kv.Put(ctx, connect.NewRequest(&tenurev1.KVPutRequest{Key: "k", Value: []byte(value), Lease: "ui/fenced", Token: token}))
+		return err
+	}
+	if err := put("A-1", ta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.lease.Release(ctx, connect.NewRequest(&tenurev1.ReleaseRequest{Name: "ui/fenced", Token: ta})); err != nil {
+		t.Fatal(err)
+	}
+	b, err := leader.lease.Acquire(ctx, acquireReq("ui/fenced", "B", 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := b.Msg.GetLease().GetToken()
+	if err := put("A-2", ta); err == nil {
+		t.Fatal("a write with the released token was accepted")
+	}
+	data := waitSSE(t, events, "activity", func(d string) bool { return strings.Contains(d, `"kind":"write_rejected"`) })
+	var act struct {
+		Activities []struct {
+			Kind, Name, Error string
+			Token             uint64
+		}
+	}
+	if err := json.Unmarshal([]byte(data), &act); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, x := range act.Activities {
+		if x.Kind == "write_rejected" {
+			found = true
+			if x.Token != ta || x.Name != "ui/fenced" || !strings.Contains(x.Error, "stale token") {
+				t.Errorf("rejected write = %+v, want token %d on ui/fenced", x, ta)
+			}
+		}
+	}
+	if !found {
+		t.Error("no rejected write in the activity")
+	}
+
+	_, body := uiGet(t, fol+"/ui/api/history?name=ui/fenced")
+	var h struct {
+		Terms []struct {
+			Token  uint64
+			Ended  string
+			Writes int
+		}
+		Stale []struct{ Token, Current uint64 }
+	}
+	if err := json.Unmarshal(body, &h); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Terms) != 2 || h.Terms[0].Token != ta || h.Terms[0].Ended != "released" || h.Terms[0].Writes != 1 ||
+		h.Terms[1].Token != tb || h.Terms[1].Ended != "" {
+		t.Errorf("terms = %+v, want A's (token %d, released, 1 write) then B's (token %d, held)", h.Terms, ta, tb)
+	}
+	if len(h.Stale) != 1 || h.Stale[0].Token != ta || h.Stale[0].Current != tb {
+		t.Errorf("stale = %+v, want token %d refused while %d held", h.Stale, ta, tb)
+	}
+}
+
+// The cluster view asks every member for its status: all three are
+// reachable, one of them marked leader by all.
+func TestUIClusterView(t *testing.T) {
+	c, _, _ := cluster(t)
+	leader := c.Leader()
+	for _, m := range c.Members() {
+		_, body := uiGet(t, "http://"+m.Addr+"/ui/api/cluster")
+		var cv struct {
+			Node     string
+			LeaderID string `json:"leader_id"`
+			Members  []struct {
+				ID          string
+				Reachable   bool
+				Leader      bool
+				Self        bool
+				State       string
+				Term        uint64
+				Applied     uint64  `json:"applied_index"`
+				LastContact float64 `json:"last_contact_ms_ago"`
+			}
+		}
+		if err := json.Unmarshal(body, &cv); err != nil {
+			t.Fatal(err)
+		}
+		if cv.Node != m.ID || cv.LeaderID != leader.ID || len(cv.Members) != 3 {
+			t.Fatalf("%s: cluster = %+v", m.ID, cv)
+		}
+		for _, um := range cv.Members {
+			if !um.Reachable || um.Term == 0 || um.Applied == 0 {
+				t.Errorf("%s sees %s as %+v", m.ID, um.ID, um)
+			}
+			if want := um.ID == leader.ID; um.Leader != want || (um.State == "leader") != want {
+				t.Errorf("%s sees %s as leader=%v state %s", m.ID, um.ID, um.Leader, um.State)
+			}
+			if um.Self != (um.ID == m.ID) || (!um.Self && um.LastContact < 0) {
+				t.Errorf("%s sees %s as self=%v, last contact %v", m.ID, um.ID, um.Self, um.LastContact)
+			}
+		}
+	}
+}
+
+// The page and its assets are served from the binary; every data route
+// goes through uiHandler (which marks its answers no-store); a history
+// without a name is refused with what to send instead.
+func TestUIRoutes(t *testing.T) {
+	c, _, _ := cluster(t)
+	base := "http://" + c.Leader().Addr
+	res, body := uiGet(t, base+"/ui")
+	if res.StatusCode != 200 || !strings.Contains(string(body), `<script type="module" src="app.js">`) {
+		t.Fatalf("GET /ui: %s %.200s", res.Status, body)
+	}
+	for path, ctype := range map[string]string{"/ui/app.js": "text/javascript", "/ui/app.css": "text/css"} {
+		res, body := uiGet(t, base+path)
+		if res.StatusCode != 200 || len(body) < 1000 || !strings.HasPrefix(res.Header.Get("Content-Type"), ctype) {
+			t.Errorf("GET %s: %s, %s, %d bytes", path, res.Status, res.Header.Get("Content-Type"), len(body))
+		}
+	}
+	for _, path := range []string{"state", "history?name=x", "history?prefix=", "cluster", "metrics"} {
+		res, body := uiGet(t, base+"/ui/api/"+path)
+		if res.StatusCode != 200 || res.Header.Get("Cache-Control") != "no-store" || !json.Valid(body) {
+			t.Errorf("GET /ui/api/%s: %s, Cache-Control %q, %.100s", path, res.Status, res.Header.Get("Cache-Control"), body)
+		}
+	}
+	res, body = uiGet(t, base+"/ui/api/history")
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "?name=NAME") {
+		t.Errorf("GET /ui/api/history: %s %s", res.Status, body)
+	}
+}
+
+// With authentication on, the dashboard's data is checked like the API:
+// no credentials get 401, a principal without read on the prefix 403, a
+// read principal the data; the cluster view reaches the other members.
+func TestUIRespectsAuth(t *testing.T) {
+	s := startSecure(t)
+	m := s.follower()
+	tc := &tls.Config{RootCAs: x509.NewCertPool()}
+	tc.RootCAs.AddCert(s.ca.Cert)
+	tr := &http.Transport{TLSClientConfig: tc}
+	t.Cleanup(tr.CloseIdleConnections)
+	// A refusal answers at once; an accepted stream would run until the
+	// timeout, and fail.
+	hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	get := func(path, principal string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", "https://"+m.Addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if principal != "" {
+			req.Header.Set("Authorization", "Bearer "+s.tokens[principal])
+		}
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	for _, c := range []struct {
+		path, principal string
+		want            int
+	}{
+		{"/ui/api/state", "", http.StatusUnauthorized},
+		{"/ui/api/stream", "", http.StatusUnauthorized},
+		{"/ui/api/cluster", "", http.StatusUnauthorized},
+		{"/ui/api/state", "jobsonly", http.StatusForbidden},
+		{"/ui/api/history?name=other", "jobsonly", http.StatusForbidden},
+		{"/ui/api/state?prefix=jobs/", "jobsonly", http.StatusOK},
+		{"/ui/api/history?name=jobs/x", "jobsonly", http.StatusOK},
+		{"/ui/api/state", "reader", http.StatusOK},
+		{"/ui/api/history?prefix=", "reader", http.StatusOK},
+		{"/ui/api/metrics", "reader", http.StatusOK},
+		{"/ui/", "", http.StatusOK}, // the page itself: it asks for a token
+	} {
+		if got, body := get(c.path, c.principal); got != c.want {
+			t.Errorf("GET %s as %q: %d %s, want %d", c.path, c.principal, got, body, c.want)
+		}
+	}
+	code, body := get("/ui/api/cluster", "reader")
+	if code != http.StatusOK {
+		t.Fatalf("cluster as reader: %d %s", code, body)
+	}
+	var cv struct {
+		Members []struct {
+			ID        string
+			Reachable bool
+			Error     string
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &cv); err != nil {
+		t.Fatal(err)
+	}
+	for _, um := range cv.Members {
+		if !um.Reachable {
+			t.Errorf("member %s unreachable from the dashboard: %s", um.ID, um.Error)
+		}
+	}
+}

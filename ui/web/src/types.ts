@@ -1,0 +1,113 @@
+// The shapes /ui/api answers with. Times are milliseconds: cluster time
+// for leases and events, Unix time for metric samples.
+
+export interface Lease {
+  name: string;
+  holder: string;
+  token: number;
+  ttl: number;
+  granted_at: number;
+  expires_at: number;
+  limit?: number;
+  waiters?: string[];
+}
+
+export interface Activity {
+  seq: number;
+  index: number;
+  at: number;
+  kind: string;
+  name?: string;
+  holder?: string;
+  token?: number;
+  key?: string;
+  delete?: boolean;
+  error?: string;
+}
+
+export interface StatusShort {
+  state: string;
+  leader_id: string;
+  term: number;
+}
+
+export interface Snapshot {
+  node: string;
+  now: number;
+  prefix: string;
+  leases: Lease[];
+  activities: Activity[];
+  last: number;
+  renewals: { second: number; count: number }[];
+  reason?: string;
+  status: StatusShort;
+}
+
+export interface LeaseEvent {
+  type: "granted" | "released" | "expired";
+  index: number;
+  at: number;
+  lease: Lease;
+}
+
+export interface Tick {
+  now: number;
+  renewals: { second: number; count: number }[];
+  waiters?: Record<string, string[]>;
+  status: StatusShort;
+}
+
+export interface Member {
+  id: string;
+  api_address: string;
+  raft_address: string;
+  voter: boolean;
+  leader: boolean;
+  self: boolean;
+  reachable: boolean;
+  error?: string;
+  last_contact_ms_ago: number;
+  state?: string;
+  term?: number;
+  applied_index?: number;
+  commit_index?: number;
+  cluster_time?: number;
+  leader_id?: string;
+}
+
+export interface ClusterView {
+  node: string;
+  cluster_id: string;
+  leader_id: string;
+  term: number;
+  cluster_time: number;
+  last_token: number;
+  leases: number;
+  members: Member[];
+}
+
+export interface Term {
+  holder: string;
+  token: number;
+  start: number;
+  end?: number;
+  ended?: string;
+  writes: number;
+}
+
+export interface History {
+  name: string;
+  now: number;
+  terms: Term[];
+  stale: { at: number; token: number; key: string; current?: number; reason: string }[];
+  waiters: string[] | null;
+  reset?: boolean;
+}
+
+export interface Sample {
+  t: number;
+  ops: number;
+  requests: number;
+  commit_mean: number;
+  commit_p99: number;
+}

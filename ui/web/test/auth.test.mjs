@@ -1,0 +1,54 @@
+// Access: the page sends the bearer token the user entered (kept for the
+// tab) with every request, and says what to do when the server refuses.
+// tenured has no authentication yet, so the refusals come from routes the
+// test puts in front of the real server.
+import { test, after, before } from "node:test";
+import assert from "node:assert/strict";
+import { browser, shot, startNode } from "./helpers.mjs";
+
+let node, ctx;
+before(async () => {
+  node = await startNode();
+  ctx = await browser();
+});
+after(async () => {
+  await ctx?.close();
+  await node?.kill();
+});
+
+test("the page sends the token it was given and explains a refusal", async () => {
+  const page = await ctx.newPage();
+  const seen = [];
+  page.on("request", (r) => {
+    if (r.url().includes("/ui/api/")) seen.push([new URL(r.url()).pathname, r.headers()["authorization"] ?? ""]);
+  });
+  await page.goto(node.url("/ui/"));
+  await page.waitForSelector("body[data-loaded=true]");
+  assert.ok(seen.length > 0 && seen.every(([, a]) => a === ""), `requests without a token: ${JSON.stringify(seen)}`);
+
+  // Refused: the page says so and asks for a token with read permission.
+  await page.route("**/ui/api/**", (route) => route.fulfill({ status: 401, body: "unauthenticated" }));
+  await page.fill("#token", "secret-read-token");
+  await Promise.all([page.waitForEvent("load"), page.click("#auth button[type=submit]")]);
+  await page.waitForFunction(() => document.querySelector("#auth-msg")?.textContent?.includes("read permission"), null, { timeout: 5000 });
+  assert.equal(await page.locator("#conn").getAttribute("data-state"), "auth");
+  await shot(page, "auth-refused");
+
+  // Accepted: every request carries the token, kept across a reload.
+  await page.unroute("**/ui/api/**");
+  seen.length = 0;
+  await page.reload();
+  await page.waitForSelector("#conn[data-state=live]", { timeout: 5000 });
+  await page.click('nav a[data-view="cluster"]');
+  await page.waitForSelector("#members tbody tr");
+  assert.ok(seen.length >= 2, `requests: ${JSON.stringify(seen)}`);
+  for (const [path, auth] of seen) assert.equal(auth, "Bearer secret-read-token", `${path} sent ${JSON.stringify(auth)}`);
+
+  // Forgotten: no header again.
+  await Promise.all([page.waitForEvent("load"), page.click("#token-clear")]);
+  await page.waitForSelector("#conn[data-state=live]", { timeout: 5000 });
+  const req = page.waitForRequest((r) => r.url().includes("/ui/api/cluster"));
+  await page.click('nav a[data-view="leases"]');
+  await page.click('nav a[data-view="cluster"]');
+  assert.equal((await req).headers()["authorization"], undefined);
+});
