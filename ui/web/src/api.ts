@@ -22,7 +22,7 @@ function headers(): HeadersInit {
 
 async function check(res: Response): Promise<Response> {
   if (res.status === 401) throw new AuthError("the server wants a token: enter one with read permission above");
-  if (res.status === 403) throw new AuthError("this token may not read here: use one with read permission");
+  if (res.status === 403) throw new AuthError("this token may not read here: use one with read permission, or, if its role covers only a prefix, open the page as /ui/?prefix=PREFIX");
   if (!res.ok) throw new Error(`${res.status} ${(await res.text()).trim()}`);
   return res;
 }

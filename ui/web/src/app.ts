@@ -518,12 +518,17 @@ function onTick(t: Tick) {
   $("#where").textContent = `node ${document.body.dataset.node ?? ""} · ${t.status.state}`.replace("node  · ", "");
 }
 
+// scope is the prefix the page asks the server for, from ?prefix= in the
+// page's address: a principal whose read role covers only a prefix opens
+// /ui/?prefix=jobs/. Empty: every lease.
+const scope = new URLSearchParams(location.search).get("prefix") ?? "";
+
 async function runStream() {
   let delay = 250;
   for (;;) {
     const started = performance.now();
     try {
-      await streamEvents("stream", (event, data) => {
+      await streamEvents(scope ? "stream?prefix=" + encodeURIComponent(scope) : "stream", (event, data) => {
         switch (event) {
           case "snapshot": {
             const s = data as Snapshot;
@@ -623,6 +628,6 @@ setInterval(() => {
   if (currentView === "metrics" && ticks % 2 === 0) loadMetrics();
 }, 1000);
 
-prefixInput.value = sessionStorage.getItem("tenure-prefix") ?? "";
+prefixInput.value = sessionStorage.getItem("tenure-prefix") || scope;
 route();
 restart();

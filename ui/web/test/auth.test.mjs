@@ -1,7 +1,7 @@
 // Access: the page sends the bearer token the user entered (kept for the
 // tab) with every request, and says what to do when the server refuses.
-// tenured has no authentication yet, so the refusals come from routes the
-// test puts in front of the real server.
+// The refusals come from routes the test puts in front of the real server
+// (server/ui_test.go checks the server's own refusals).
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
 import { browser, shot, startNode } from "./helpers.mjs";
@@ -51,4 +51,23 @@ test("the page sends the token it was given and explains a refusal", async () =>
   await page.click('nav a[data-view="leases"]');
   await page.click('nav a[data-view="cluster"]');
   assert.equal((await req).headers()["authorization"], undefined);
+});
+
+test("a page opened as /ui/?prefix= asks the server for that prefix only", async () => {
+  const page = await ctx.newPage();
+  const asked = [];
+  page.on("request", (r) => {
+    if (r.url().includes("/ui/api/stream")) asked.push(new URL(r.url()).searchParams.get("prefix"));
+  });
+  await page.goto(node.url("/ui/?prefix=demo/scoped/"));
+  await page.waitForSelector("#conn[data-state=live]", { timeout: 5000 });
+  assert.deepEqual(asked, ["demo/scoped/"]);
+  assert.equal(await page.inputValue("#prefix"), "demo/scoped/");
+
+  // A role that covers only a prefix is refused the whole page (403):
+  // the page says how to open it for that prefix.
+  await page.route("**/ui/api/**", (route) => route.fulfill({ status: 403, body: "permission_denied" }));
+  await page.goto(node.url("/ui/"));
+  await page.waitForFunction(() => document.querySelector("#auth-msg")?.textContent?.includes("/ui/?prefix="), null, { timeout: 5000 });
+  await page.close();
 });
