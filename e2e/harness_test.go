@@ -157,10 +157,17 @@ func cli(t *testing.T, endpoints string, args ...string) result {
 // cliStdin runs the tenure CLI with stdin as its standard input.
 func cliStdin(t *testing.T, endpoints string, stdin io.Reader, args ...string) result {
 	t.Helper()
+	return runCLI(t, []string{"TENURE_ENDPOINTS=" + endpoints}, stdin, args...)
+}
+
+// runCLI runs the tenure CLI with env added to the environment and stdin
+// (if not nil) as its standard input.
+func runCLI(t *testing.T, env []string, stdin io.Reader, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin.tenure, args...)
-	cmd.Env = append(os.Environ(), "TENURE_ENDPOINTS="+endpoints)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.Stdin = stdin
