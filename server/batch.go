@@ -30,37 +30,13 @@ func (l *leaseService) Batch(ctx context.Context, req *connect.Request[tenurev1.
 	case len(in) > MaxBatchOps:
 		return nil, invalid(fmt.Errorf("batch: %d ops, at most %d allowed", len(in), MaxBatchOps))
 	}
-	limits := s.node.Limits()
-	out := make([]*tenurev1.BatchResult, len(in))
-	ops := make([]lease.Op, 0, len(in))
-	idx := make([]int, 0, len(in))
-	for i, b := range in {
-		op, err := batchOp(ctx, b)
-		if err == nil {
-			err = limits.Validate(op)
-		}
-		if err != nil {
-			out[i] = batchError(invalid(err))
-			continue
-		}
-		// Each op needs the permission its own call needs; the
-		// interceptor let the batch in on any hold role.
-		if proc, msg := batchProcedure(b); proc != "" {
-			if err := s.auth.authorize(ctx, proc, msg); err != nil {
-				s.log.Warn("refused a request", "procedure", proc, "in", tenurev1connect.LeaseServiceBatchProcedure,
-					"principal", principalFrom(ctx), "err", err)
-				out[i] = batchError(err)
-				continue
-			}
-		}
-		ops = append(ops, op)
-		idx = append(idx, i)
-	}
 	return route(ctx, s, req,
 		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.BatchRequest]) (*connect.Response[tenurev1.BatchResponse], error) {
 			return c.lease.Batch
 		},
 		func(ctx context.Context) (*tenurev1.BatchResponse, error) {
+			out := make([]*tenurev1.BatchResult, len(in))
+			ops, idx := s.batchOps(ctx, in, out)
 			if len(ops) > 0 {
 				res, err := s.node.Do(ctx, ops...)
 				if err != nil {
@@ -75,42 +51,57 @@ func (l *leaseService) Batch(ctx context.Context, req *connect.Request[tenurev1.
 		})
 }
 
-// batchOp returns the op that b stands for, as its own call would build it.
-func batchOp(ctx context.Context, b *tenurev1.BatchOp) (lease.Op, error) {
+// batchOps returns the ops of in to propose and, for each, its index in
+// in. An op that is invalid or not permitted gets its error in out
+// instead and is left out.
+func (s *Server) batchOps(ctx context.Context, in []*tenurev1.BatchOp, out []*tenurev1.BatchResult) (ops []lease.Op, idx []int) {
+	limits := s.node.Limits()
+	ops = make([]lease.Op, 0, len(in))
+	idx = make([]int, 0, len(in))
+	for i, b := range in {
+		op, proc, msg, err := batchOp(ctx, b)
+		if err == nil {
+			err = limits.Validate(op)
+		}
+		if err != nil {
+			out[i] = batchError(invalid(err))
+			continue
+		}
+		// Each op needs the permission its own call needs; the
+		// interceptor let the batch in on any hold role.
+		if err := s.auth.authorize(ctx, proc, msg); err != nil {
+			s.log.Warn("refused a request", "procedure", proc, "in", tenurev1connect.LeaseServiceBatchProcedure,
+				"principal", principalFrom(ctx), "err", err)
+			out[i] = batchError(err)
+			continue
+		}
+		ops = append(ops, op)
+		idx = append(idx, i)
+	}
+	return ops, idx
+}
+
+// batchOp returns the op that b stands for, as its own call would build
+// it, with that call's procedure and request message for the permission
+// check.
+func batchOp(ctx context.Context, b *tenurev1.BatchOp) (op lease.Op, procedure string, msg any, err error) {
 	switch o := b.GetOp().(type) {
 	case *tenurev1.BatchOp_Acquire:
 		if o.Acquire.GetWait() {
-			return lease.Op{}, errors.New("batch: an acquire that waits cannot be batched; call Acquire")
+			return lease.Op{}, "", nil, errors.New("batch: an acquire that waits cannot be batched; call Acquire")
 		}
-		return acquireOp(ctx, o.Acquire)
+		op, err = acquireOp(ctx, o.Acquire)
+		return op, tenurev1connect.LeaseServiceAcquireProcedure, o.Acquire, err
 	case *tenurev1.BatchOp_Renew:
-		return renewOp(ctx, o.Renew), nil
+		return renewOp(ctx, o.Renew), tenurev1connect.LeaseServiceRenewProcedure, o.Renew, nil
 	case *tenurev1.BatchOp_Release:
-		return releaseOp(ctx, o.Release), nil
+		return releaseOp(ctx, o.Release), tenurev1connect.LeaseServiceReleaseProcedure, o.Release, nil
 	case *tenurev1.BatchOp_Put:
-		return putOp(ctx, o.Put), nil
+		return putOp(ctx, o.Put), tenurev1connect.KVServicePutProcedure, o.Put, nil
 	case *tenurev1.BatchOp_Delete:
-		return deleteOp(ctx, o.Delete), nil
+		return deleteOp(ctx, o.Delete), tenurev1connect.KVServiceDeleteProcedure, o.Delete, nil
 	}
-	return lease.Op{}, errors.New("batch: an op must be one of acquire, renew, release, put, delete")
-}
-
-// batchProcedure returns the procedure that b's own call would have been,
-// with its request message, for the permission check.
-func batchProcedure(b *tenurev1.BatchOp) (string, any) {
-	switch o := b.GetOp().(type) {
-	case *tenurev1.BatchOp_Acquire:
-		return tenurev1connect.LeaseServiceAcquireProcedure, o.Acquire
-	case *tenurev1.BatchOp_Renew:
-		return tenurev1connect.LeaseServiceRenewProcedure, o.Renew
-	case *tenurev1.BatchOp_Release:
-		return tenurev1connect.LeaseServiceReleaseProcedure, o.Release
-	case *tenurev1.BatchOp_Put:
-		return tenurev1connect.KVServicePutProcedure, o.Put
-	case *tenurev1.BatchOp_Delete:
-		return tenurev1connect.KVServiceDeleteProcedure, o.Delete
-	}
-	return "", nil
+	return lease.Op{}, "", nil, errors.New("batch: an op must be one of acquire, renew, release, put, delete")
 }
 
 // batchResult is the answer to op, whose result is r.
