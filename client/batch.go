@@ -221,9 +221,28 @@ func (c *Client) batched(ctx context.Context, ep *endpoint, op *tenurev1.BatchOp
 	return res, err
 }
 
+// tryBatched runs one attempt of a batchable call as op in a Batch call
+// to ep and picks the method's response out of the op's result with
+// result (nil if it is of another kind). sent reports whether it was
+// tried: false means the call must go alone (batching is off or ep cannot
+// batch).
+func tryBatched[Res any](ctx context.Context, c *Client, ep *endpoint, op *tenurev1.BatchOp,
+	result func(*tenurev1.BatchResult) *Res) (res *Res, sent bool, err error) {
+	br, err := c.batched(ctx, ep, op)
+	switch {
+	case errors.Is(err, errNoBatch):
+		return nil, false, nil
+	case err != nil:
+		return nil, true, err
+	}
+	if res = result(br); res == nil {
+		return nil, true, fmt.Errorf("client: a batched %T returned %T", op.GetOp(), br.GetResult())
+	}
+	return res, true, nil
+}
+
 // unaryOrBatched is unary for a batchable method: each attempt goes as op
-// in a Batch call, and result picks the method's response out of the op's
-// result (nil if the result is of another kind).
+// in a Batch call (see tryBatched), or alone when it cannot.
 func unaryOrBatched[S, Req, Res any](ctx context.Context, c *Client, p retryPolicy, msg *Req, svc func(*endpoint) S,
 	method func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 	op *tenurev1.BatchOp, result func(*tenurev1.BatchResult) *Res) (*Res, time.Time, error) {
@@ -235,21 +254,16 @@ func unaryOrBatched[S, Req, Res any](ctx context.Context, c *Client, p retryPoli
 		ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
 		sent = time.Now()
-		br, err := c.batched(ctx, ep, op)
-		switch {
-		case err == nil:
-			if res = result(br); res == nil {
-				return fmt.Errorf("client: a batched %T returned %T", msg, br.GetResult())
-			}
-			return nil
-		case !errors.Is(err, errNoBatch):
+		r, batched, err := tryBatched(ctx, c, ep, op, result)
+		if batched {
+			res = r
 			return err
 		}
-		r, err := method(svc(ep), ctx, connect.NewRequest(msg))
+		rr, err := method(svc(ep), ctx, connect.NewRequest(msg))
 		if err != nil {
 			return err
 		}
-		res = r.Msg
+		res = rr.Msg
 		return nil
 	})
 	return res, sent, err

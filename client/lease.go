@@ -154,14 +154,10 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 		}
 		sent = time.Now()
 		if !req.Wait {
-			br, err := c.batched(ctx, ep, &tenurev1.BatchOp{Op: &tenurev1.BatchOp_Acquire{Acquire: req}})
-			switch {
-			case err == nil:
-				if res = br.GetAcquire(); res == nil {
-					return fmt.Errorf("client: a batched acquire returned %T", br.GetResult())
-				}
-				return nil
-			case !errors.Is(err, errNoBatch):
+			op := &tenurev1.BatchOp{Op: &tenurev1.BatchOp_Acquire{Acquire: req}}
+			r, batched, err := tryBatched(ctx, c, ep, op, (*tenurev1.BatchResult).GetAcquire)
+			if batched {
+				res = r
 				return err
 			}
 		}
