@@ -4,12 +4,14 @@
 // and a headless Chromium driven by playwright-core.
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { setTimeout as delay } from "node:timers/promises";
 import { chromium } from "playwright-core";
+// The TypeScript client's test helpers use only Node's own modules.
+import { eventually, freePort } from "../../../clients/ts/test/helpers/tenured.js";
+
+export { eventually, freePort };
 
 export const webDir = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const repoDir = resolve(webDir, "../..");
@@ -47,32 +49,6 @@ export function bin(name) {
   const out = join(tempDir("tenure-ui-bin-"), name);
   execFileSync("go", ["build", "-o", out, "./cmd/" + name], { cwd: repoDir, stdio: "inherit" });
   return (bins[name] = out);
-}
-
-export async function freePort() {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.on("error", rej);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => res(port));
-    });
-  });
-}
-
-/** eventually calls fn until it returns without throwing, or fails after timeoutMs. */
-export async function eventually(what, timeoutMs, fn, everyMs = 50) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`waited ${timeoutMs}ms for ${what}; last error: ${last?.message ?? last}`);
-    await delay(everyMs);
-  }
 }
 
 /** Node is one tenured process. */
