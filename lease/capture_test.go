@@ -97,3 +97,28 @@ func TestCaptureIsPointInTime(t *testing.T) {
 		t.Fatalf("the capture wrote the state as it is now, not as captured:\n got  %s\n want %s", got.Bytes(), want)
 	}
 }
+
+// TestRenewalsPushNoExpiryEntry: renewing a lease to a later expiry
+// leaves the expiry heap alone (its entry is moved when it comes up), and
+// one to an earlier expiry adds an entry at the new time.
+func TestRenewalsPushNoExpiryEntry(t *testing.T) {
+	s := New()
+	res, _ := s.Apply(Batch{Now: time.Millisecond, Ops: []Op{{Type: OpAcquire, Name: "a", Holder: "h", TTL: time.Minute}}})
+	tok := res[0].Lease.Token
+	for i := range 50 {
+		s.Apply(Batch{Now: time.Duration(2+i) * time.Millisecond, Ops: []Op{{Type: OpRenew, Refs: []Ref{{Name: "a", Token: tok}}}}})
+	}
+	if n := len(s.expiries); n != 1 {
+		t.Fatalf("%d expiry entries after 50 renewals of one lease, want 1", n)
+	}
+	if at, ok := s.NextDeadline(); !ok || at != 51*time.Millisecond+time.Minute {
+		t.Fatalf("NextDeadline = %v, %v; want the last renewal's expiry %v", at, ok, 51*time.Millisecond+time.Minute)
+	}
+	// b expires between a's old expiry and the earlier one a is renewed
+	// to: a's old entry would come up after b's.
+	s.Apply(Batch{Now: 55 * time.Millisecond, Ops: []Op{{Type: OpAcquire, Name: "b", Holder: "h", TTL: 30 * time.Second}}})
+	s.Apply(Batch{Now: 60 * time.Millisecond, Ops: []Op{{Type: OpRenew, Refs: []Ref{{Name: "a", Token: tok, TTL: 2 * time.Second}}}}})
+	if at, ok := s.NextDeadline(); !ok || at != 60*time.Millisecond+2*time.Second {
+		t.Fatalf("NextDeadline after a renewal to a shorter TTL = %v, %v; want %v", at, ok, 60*time.Millisecond+2*time.Second)
+	}
+}
