@@ -99,6 +99,9 @@ func (s *State) Capture() *Capture {
 	return c
 }
 
+// Grants returns how many grants c holds.
+func (c *Capture) Grants() int { return len(c.leases) }
+
 // Write writes the captured state to w, one element at a time: the same
 // bytes as encoding/json's encoder gives for the whole snapshot at once,
 // sorted by name (grants of a semaphore by token) and key, version 1

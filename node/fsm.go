@@ -175,11 +175,18 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	// The encoding's garbage is as large as the state: give it back to
 	// the operating system now rather than bit by bit, so that memory
 	// after a snapshot is the state's, not the snapshot's high-water mark.
-	debug.FreeOSMemory()
+	// A small state's garbage is not worth a forced collection.
+	if s.state.Grants() >= freeMemoryGrants {
+		debug.FreeOSMemory()
+	}
 	return nil
 }
 
 func (s *fsmSnapshot) Release() {}
+
+// freeMemoryGrants is how many grants a snapshot must hold for Persist
+// to return its garbage to the operating system at once.
+const freeMemoryGrants = 10000
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
