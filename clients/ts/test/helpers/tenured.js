@@ -2,7 +2,7 @@
 // repository (or taken from TENURED_BIN, which test/run.mjs sets), started
 // on free loopback ports, and killed when the test process ends.
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, existsSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -73,16 +73,50 @@ export function tenuredBin() {
   return (bin = out);
 }
 
-/** freePort returns a loopback port that was free a moment ago. */
+/**
+ * portRange is where freePort picks ports: [lo, hi), below the kernel's
+ * ephemeral range, as the Go tests' internal/tenuredproc does. A port
+ * from listen(0), or from that range, can be handed to any outgoing
+ * connection as its local port once it is free again, and then a node
+ * restarted on it (after a SIGKILL, say) cannot bind it.
+ */
+function portRange() {
+  let lo = 20000;
+  let hi = 32768;
+  try {
+    const [eph] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/).map(Number);
+    if (eph > 12000) {
+      hi = eph;
+      lo = Math.max(10000, hi - 12768);
+    }
+  } catch {
+    // not Linux: the defaults
+  }
+  return [lo, hi];
+}
+
+const handedOut = new Set();
+
+/**
+ * freePort returns a loopback port below the ephemeral range that was free
+ * a moment ago and that this process has not handed out before.
+ */
 export async function freePort() {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.on("error", rej);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => res(port));
+  const [lo, hi] = portRange();
+  for (let i = 0; i < 200; i++) {
+    const port = lo + Math.floor(Math.random() * (hi - lo));
+    if (handedOut.has(port)) continue;
+    const free = await new Promise((res) => {
+      const s = createServer();
+      s.on("error", () => res(false));
+      s.listen(port, "127.0.0.1", () => s.close(() => res(true)));
     });
-  });
+    if (free) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error(`no free port in [${lo}, ${hi}) after 200 tries`);
 }
 
 /**
