@@ -192,6 +192,10 @@ func (n *Node) completer() {
 			i += len(p.ops)
 			n.metrics.applyLatency.Observe(now.Sub(p.start).Seconds())
 		}
+		// raft's log cache keeps the entry, and with it the future and
+		// its response, for the next 512 entries: let the results go
+		// once their callers have them.
+		ar.results = nil
 	}
 }
 
