@@ -428,9 +428,34 @@ func (s *Session) loop() {
 	}
 }
 
+// renewGrid is the tick renewals are aligned to, at most: a renewal due
+// at t is sent at the last multiple of the tick (on the wall clock's
+// grid) at or before t. Sessions of one process that come due within the
+// same tick thus renew at the same instant, and a shared client sends
+// their renewals together, in one request and one raft entry, instead of
+// one each a few milliseconds apart. etcd's client does the same with
+// its keep-alives, which it sends every 500ms for the leases due by then.
+// Renewing up to a tick early never shortens a lease.
+const renewGrid = 100 * time.Millisecond
+
+// alignRenewal moves t back to the renewal grid of a session renewing
+// every interval: the grid's tick is renewGrid, or interval/10 if that is
+// shorter, so that a renewal is never more than a tenth of an interval
+// early. The result keeps t's monotonic clock reading.
+func alignRenewal(t time.Time, interval time.Duration) time.Time {
+	tick := min(renewGrid, interval/10)
+	if tick <= 0 {
+		return t
+	}
+	// Truncate works on the wall clock and drops the monotonic reading,
+	// so only the offset into the tick is taken from it.
+	return t.Add(-t.Sub(t.Truncate(tick)))
+}
+
 // nextRenewal returns when the next renewal is due: RenewInterval after
-// the earliest send time of a lease's last renewal, but not before the
-// pause after a failed attempt.
+// the earliest send time of a lease's last renewal, moved back to the
+// renewal grid (see alignRenewal), but not before the pause after a
+// failed attempt.
 func (s *Session) nextRenewal() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -444,6 +469,7 @@ func (s *Session) nextRenewal() (time.Time, bool) {
 	if next.IsZero() {
 		return next, false
 	}
+	next = alignRenewal(next, s.cfg.RenewInterval)
 	if s.retryAt.After(next) {
 		next = s.retryAt
 	}

@@ -132,6 +132,38 @@ func TestRenewsAllLeasesTogetherEveryThirdOfTTL(t *testing.T) {
 	})
 }
 
+// Renewals come due on a grid of ticks (100ms, or a tenth of the renewal
+// interval if shorter), so that sessions sharing a client renew at the
+// same instant and the client can send their renewals together.
+func TestRenewalsOfSessionsAlignToTheGrid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster()
+		c := f.client()
+		t0 := time.Now() // the bubble starts on a whole second
+		a, b, d := mustSession(t, c, "a"), mustSession(t, c, "b"), mustSession(t, c, "d")
+		sleepUntil(t0.Add(30 * time.Millisecond))
+		mustTry(t, a, "jobs/a")
+		sleepUntil(t0.Add(70 * time.Millisecond))
+		mustTry(t, b, "jobs/b")
+		sleepUntil(t0.Add(130 * time.Millisecond))
+		late := mustTry(t, d, "jobs/d")
+
+		sleepUntil(t0.Add(1500 * time.Millisecond))
+		var got []string
+		for _, c := range f.renewCalls() {
+			got = append(got, c.String())
+		}
+		slices.Sort(got)
+		want := []string{"00:00:01.000 jobs/a", "00:00:01.000 jobs/b", "00:00:01.100 jobs/d"}
+		if !slices.Equal(got, want) {
+			t.Errorf("renewals due at 1.030, 1.070 and 1.130:\n got %q\nwant %q", got, want)
+		}
+		if want := t0.Add(1100*time.Millisecond + safeFor); !late.Deadline().Equal(want) {
+			t.Errorf("deadline after the early renewal: %s, want %s (its send time + %s)", late.Deadline(), want, safeFor)
+		}
+	})
+}
+
 func TestAtRiskThenHeldAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster()
