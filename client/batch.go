@@ -182,7 +182,7 @@ func (b *batcher) send(f *flight) {
 	for i, c := range f.calls {
 		req.Ops[i] = c.op
 	}
-	res, err := b.ep.lease.Batch(f.ctx, connect.NewRequest(req))
+	res, err := b.ep.batchLease.Batch(f.ctx, connect.NewRequest(req))
 	if err == nil && len(res.Msg.GetResults()) != len(f.calls) {
 		err = fmt.Errorf("client: a batch of %d ops returned %d results", len(f.calls), len(res.Msg.GetResults()))
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/tenure-io/tenure/client"
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
 	"github.com/tenure-io/tenure/internal/fakeserver"
 	"github.com/tenure-io/tenure/internal/wire"
 	"github.com/tenure-io/tenure/lease"
@@ -269,4 +272,64 @@ func TestInFlightCallHonoursItsContext(t *testing.T) {
 		t.Fatal("the put waited for the Batch call, not for its own context")
 	}
 	waitFor(t, ctx, cancelled, "the server to see the abandoned Batch call cancelled")
+}
+
+// Batched calls travel as the Connect protocol over one HTTP/1.1
+// keep-alive connection (cheaper to serve than gRPC over HTTP/2); calls
+// that are not batched stay on HTTP/2.
+func TestBatchesUseOneHTTP1Connection(t *testing.T) {
+	type seen struct{ path, proto, conn, contentType string }
+	var (
+		mu   sync.Mutex
+		reqs []seen
+	)
+	fake := &fakeserver.Server{
+		OnRequest: func(r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			reqs = append(reqs, seen{r.URL.Path, r.Proto, r.RemoteAddr, r.Header.Get("Content-Type")})
+		},
+		Put: func(_ context.Context, req *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error) {
+			return &tenurev1.KVPutResponse{Revision: req.GetToken()}, nil
+		},
+		Get: func(_ context.Context, req *tenurev1.GetRequest) (*tenurev1.GetResponse, error) {
+			return &tenurev1.GetResponse{Lease: &tenurev1.Lease{Name: req.GetName(), Holder: "a", Token: 1}}, nil
+		},
+	}
+	c := mustClient(t, fakeserver.Start(t, fake))
+	ctx := ctxT(t)
+	for i := range 3 {
+		if _, err := c.Put(ctx, "k", []byte("v"), "l", uint64(i+1)); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+	}
+	if _, err := c.Get(ctx, "l"); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var conns []string
+	for _, r := range reqs {
+		switch r.path {
+		case tenurev1connect.LeaseServiceBatchProcedure:
+			if r.proto != "HTTP/1.1" || r.contentType != "application/proto" {
+				t.Errorf("Batch went as %s, %s; want HTTP/1.1, application/proto (the Connect protocol)", r.proto, r.contentType)
+			}
+			if !slices.Contains(conns, r.conn) {
+				conns = append(conns, r.conn)
+			}
+		case tenurev1connect.LeaseServiceGetProcedure:
+			if r.proto != "HTTP/2.0" {
+				t.Errorf("Get went as %s; want HTTP/2.0", r.proto)
+			}
+		default:
+			t.Errorf("unexpected request %s", r.path)
+		}
+	}
+	if len(conns) != 1 {
+		t.Errorf("three Batch calls in turn used connections %v; want one kept alive", conns)
+	}
+	if len(reqs) != 4 {
+		t.Errorf("%d requests, want 3 Batch calls and a Get: %+v", len(reqs), reqs)
+	}
 }

@@ -22,9 +22,9 @@ type Client struct {
 	// cur is the index of the endpoint tried first: the last one that
 	// served a request.
 	cur atomic.Int64
-	// transport is the Client's own, closed by Close; nil when the caller
-	// supplied the HTTP client.
-	transport *http.Transport
+	// transport and batchTransport are the Client's own, closed by
+	// Close; nil when the caller supplied the HTTP client.
+	transport, batchTransport *http.Transport
 }
 
 // endpoint holds the Connect clients of one cluster member.
@@ -34,6 +34,9 @@ type endpoint struct {
 	kv      tenurev1connect.KVServiceClient
 	cluster tenurev1connect.ClusterServiceClient
 	batch   *batcher
+	// batchLease carries the batcher's Batch calls (see newBatchTransport);
+	// it is lease when the caller supplied the HTTP client.
+	batchLease tenurev1connect.LeaseServiceClient
 }
 
 // New returns a Client for cfg. It does not connect: connections are opened
@@ -44,21 +47,18 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &Client{cfg: cfg}
-	hc := cfg.HTTPClient
+	hc, bhc := cfg.HTTPClient, (*http.Client)(nil)
 	if hc == nil {
 		c.transport = newTransport(cfg.DialTimeout, cfg.TLS)
+		c.batchTransport = newBatchTransport(cfg.DialTimeout, cfg.TLS)
 		hc = &http.Client{Transport: c.transport}
+		bhc = &http.Client{Transport: c.batchTransport}
 	}
-	if cfg.Token != "" {
-		rt := hc.Transport
-		if rt == nil {
-			rt = http.DefaultTransport
-		}
-		hc = &http.Client{Transport: bearer{token: cfg.Token, next: rt}, CheckRedirect: hc.CheckRedirect, Jar: hc.Jar, Timeout: hc.Timeout}
-	}
+	hc, bhc = withToken(hc, cfg.Token), withToken(bhc, cfg.Token)
 	// Compressing costs more CPU than it saves on a LAN for all but very
 	// large messages (batches of renewals included).
-	opts := connect.WithClientOptions(connect.WithGRPC(), connect.WithCompressMinBytes(1<<20))
+	compress := connect.WithCompressMinBytes(1 << 20)
+	opts := connect.WithClientOptions(connect.WithGRPC(), compress)
 	for _, e := range cfg.Endpoints {
 		addr, err := normalizeEndpoint(e)
 		if err != nil {
@@ -73,6 +73,10 @@ func New(cfg Config) (*Client, error) {
 			lease:   tenurev1connect.NewLeaseServiceClient(hc, base, opts),
 			kv:      tenurev1connect.NewKVServiceClient(hc, base, opts),
 			cluster: tenurev1connect.NewClusterServiceClient(hc, base, opts),
+		}
+		ep.batchLease = ep.lease
+		if bhc != nil {
+			ep.batchLease = tenurev1connect.NewLeaseServiceClient(bhc, base, compress)
 		}
 		ep.batch = &batcher{ep: ep, timeout: cfg.RequestTimeout}
 		c.endpoints = append(c.endpoints, ep)
@@ -100,6 +104,41 @@ func newTransport(dialTimeout time.Duration, tlsCfg *tls.Config) *http.Transport
 	}
 }
 
+// newBatchTransport returns the transport for Batch calls: the Connect
+// protocol over HTTP/1.1 keep-alive connections. A batcher has one Batch
+// call to an endpoint on its way at a time, so one connection carries
+// them all, and an HTTP/1.1 request is served on its connection's own
+// goroutine and answered with one write: about a quarter less server CPU
+// per operation, and a quarter more lock cycles per second, than the
+// same calls as gRPC over HTTP/2, whose server hands every request and
+// every frame written between goroutines. Whatever is not batched, and
+// watches above all, stays on HTTP/2.
+func newBatchTransport(dialTimeout time.Duration, tlsCfg *tls.Config) *http.Transport {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Protocols:           &p,
+		TLSClientConfig:     tlsCfg,
+		DialContext:         d.DialContext,
+		MaxIdleConnsPerHost: batchInflight + 1,
+		DisableCompression:  true, // Connect compresses what is worth it
+	}
+}
+
+// withToken returns hc sending token as a bearer token with every
+// request, or hc itself if token is empty or hc nil.
+func withToken(hc *http.Client, token string) *http.Client {
+	if hc == nil || token == "" {
+		return hc
+	}
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return &http.Client{Transport: bearer{token: token, next: rt}, CheckRedirect: hc.CheckRedirect, Jar: hc.Jar, Timeout: hc.Timeout}
+}
+
 // bearer adds a bearer token to every request.
 type bearer struct {
 	token string
@@ -115,8 +154,10 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // Close closes the Client's idle connections. It does not end watches:
 // cancel their contexts. Close always returns nil.
 func (c *Client) Close() error {
-	if c.transport != nil {
-		c.transport.CloseIdleConnections()
+	for _, t := range []*http.Transport{c.transport, c.batchTransport} {
+		if t != nil {
+			t.CloseIdleConnections()
+		}
 	}
 	return nil
 }

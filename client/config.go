@@ -39,9 +39,10 @@ type Config struct {
 	// (Authorization: Bearer TOKEN); the server names the principal.
 	Token string
 	// HTTPClient carries the requests. It must speak HTTP/2 to plain-text
-	// endpoints (the gRPC protocol needs HTTP/2). Nil means a client of the
-	// Client's own that speaks cleartext HTTP/2 (h2c) and is closed by
-	// Close.
+	// endpoints (the gRPC protocol needs HTTP/2). Nil means transports of
+	// the Client's own, closed by Close: HTTP/2 (cleartext h2c to http
+	// endpoints) for most calls, and HTTP/1.1 keep-alive connections for
+	// the Batch calls that carry batched calls.
 	HTTPClient *http.Client
 	// NoBatching sends every call in a request of its own. By default,
 	// calls that change state without waiting (Acquire without Wait,

@@ -45,6 +45,8 @@ type Server struct {
 	// NoBatch makes Batch answer unimplemented, like a server that
 	// predates it.
 	NoBatch bool
+	// OnRequest, if set, sees every HTTP request before it is served.
+	OnRequest func(*http.Request)
 
 	mu    sync.Mutex
 	calls map[string]int
@@ -58,7 +60,14 @@ func Start(t testing.TB, s *Server) string {
 	mux.Handle(tenurev1connect.NewLeaseServiceHandler(leaseHandler{s}))
 	mux.Handle(tenurev1connect.NewKVServiceHandler(kvHandler{s}))
 	mux.Handle(tenurev1connect.NewClusterServiceHandler(clusterHandler{s}))
-	srv := httptest.NewUnstartedServer(mux)
+	var h http.Handler = mux
+	if s.OnRequest != nil {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.OnRequest(r)
+			mux.ServeHTTP(w, r)
+		})
+	}
+	srv := httptest.NewUnstartedServer(h)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
