@@ -344,16 +344,22 @@ func (a *applier) live(name string) []*Lease {
 // waiting.
 func (a *applier) settle(name string) {
 	ls := a.s.leases.get(name)
-	kept := ls[:0:0]
-	for _, l := range ls {
+	for i, l := range ls {
 		if l.ExpiresAt > a.now {
-			kept = append(kept, l)
 			continue
 		}
-		a.emit(EventExpired, *l)
-	}
-	if len(kept) != len(ls) {
+		// Something expired: keep what has not (a new slice: the
+		// index owns ls).
+		kept := append(make([]*Lease, 0, len(ls)-1), ls[:i]...)
+		for _, l := range ls[i:] {
+			if l.ExpiresAt > a.now {
+				kept = append(kept, l)
+				continue
+			}
+			a.emit(EventExpired, *l)
+		}
 		a.setSlots(name, kept)
+		break
 	}
 	a.grantWaiters(name)
 }
