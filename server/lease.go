@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/internal/wire"
@@ -136,19 +137,33 @@ func renewOp(ctx context.Context, m *tenurev1.RenewRequest) lease.Op {
 
 // renewResponse reports each lease of a renewal, counting the renewals
 // and rejections.
+//
+// A session renews many leases in one request, so the messages are
+// allocated together, a few objects per response rather than four per
+// lease.
 func (s *Server) renewResponse(res lease.Result) *tenurev1.RenewResponse {
-	out := &tenurev1.RenewResponse{Results: make([]*tenurev1.RenewResult, len(res.Renewed))}
+	n := len(res.Renewed)
+	out := &tenurev1.RenewResponse{Results: make([]*tenurev1.RenewResult, n)}
+	results := make([]tenurev1.RenewResult, n)
+	var leases []tenurev1.Lease
+	var durations []durationpb.Duration
+	renewed := 0
 	for i, r := range res.Renewed {
-		pr := &tenurev1.RenewResult{Name: r.Ref.Name, Token: r.Ref.Token}
+		pr := &results[i]
+		pr.Name, pr.Token = r.Ref.Name, r.Ref.Token
 		if r.Err != nil {
 			s.metrics.reject(r.Err)
 			pr.Reason, pr.Message = lease.Reason(r.Err), r.Err.Error()
 		} else {
-			s.metrics.renewals.Inc()
-			pr.Lease = wire.LeaseToProto(r.Lease, res.Now)
+			if leases == nil {
+				leases, durations = make([]tenurev1.Lease, n), make([]durationpb.Duration, 2*n)
+			}
+			pr.Lease = wire.FillLease(&leases[i], durations[2*i:2*i+2], r.Lease, res.Now)
+			renewed++
 		}
 		out.Results[i] = pr
 	}
+	s.metrics.renewals.Add(float64(renewed))
 	return out
 }
 

@@ -16,14 +16,22 @@ import (
 // LeaseToProto returns l as a message, with its remaining time at cluster
 // time now.
 func LeaseToProto(l lease.Lease, now time.Duration) *tenurev1.Lease {
-	return &tenurev1.Lease{
-		Name:      l.Name,
-		Holder:    l.Holder,
-		Token:     l.Token,
-		Ttl:       durationpb.New(l.TTL),
-		Remaining: durationpb.New(l.Remaining(now)),
-		Limit:     uint32(l.Limit),
-	}
+	return FillLease(new(tenurev1.Lease), make([]durationpb.Duration, 2), l, now)
+}
+
+// FillLease is LeaseToProto into p, a zero message, with durs (two zero
+// messages) for its TTL and remaining time. It returns p.
+func FillLease(p *tenurev1.Lease, durs []durationpb.Duration, l lease.Lease, now time.Duration) *tenurev1.Lease {
+	p.Name, p.Holder, p.Token, p.Limit = l.Name, l.Holder, l.Token, uint32(l.Limit)
+	p.Ttl, p.Remaining = setDuration(&durs[0], l.TTL), setDuration(&durs[1], l.Remaining(now))
+	return p
+}
+
+// setDuration sets p to d, as durationpb.New does, and returns p.
+func setDuration(p *durationpb.Duration, d time.Duration) *durationpb.Duration {
+	nanos := d.Nanoseconds()
+	p.Seconds, p.Nanos = nanos/1e9, int32(nanos%1e9)
+	return p
 }
 
 // LeaseFromProto returns the name, holder, token and TTL of p. The cluster

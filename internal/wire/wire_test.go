@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"connectrpc.com/connect"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
@@ -274,5 +277,17 @@ func TestSemaphoreLimitRoundTrip(t *testing.T) {
 	back, ok := errors.AsType[*lease.HeldError](FromConnectError(ToConnectError(full)))
 	if !ok || back.Limit != 3 || back.Holder != "a" || back.Token != 3 {
 		t.Fatalf("HeldError after the round trip = %+v, want limit 3 and a's slot", back)
+	}
+}
+
+// setDuration must encode exactly as durationpb.New, whose allocation it
+// saves.
+func TestSetDurationMatchesDurationpb(t *testing.T) {
+	for _, d := range []time.Duration{0, 1, 999_999_999, time.Second, 4*time.Second + 980*time.Millisecond,
+		24*time.Hour + 7, -1, -1500 * time.Millisecond, math.MaxInt64, math.MinInt64} {
+		var got durationpb.Duration
+		if want := durationpb.New(d); !proto.Equal(setDuration(&got, d), want) {
+			t.Errorf("%d: got %v, want %v", d, &got, want)
+		}
 	}
 }
