@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -69,26 +68,7 @@ const baseElectionTimeout = 300 * time.Millisecond
 // logged loudly when set.
 const faultClockRateFlag = "fault-inject-clock-rate"
 
-// defaultGCPercent is tenured's garbage-collection target unless GOGC is
-// set: the heap may grow by half its live size between collections, not
-// by all of it (Go's default). Nearly all of tenured's live heap is its
-// long-lived lease state, so Go's default would hold as much memory again
-// in headroom: about 480 bytes of RSS per live lease instead of about
-// 370 at a million leases, for a GC cycle every half as much garbage.
-const defaultGCPercent = 50
-
-// configureGC sets the GC target to defaultGCPercent unless GOGC (read
-// with getenv) sets one, and reports whether it did.
-func configureGC(getenv func(string) string) bool {
-	if getenv("GOGC") != "" {
-		return false
-	}
-	debug.SetGCPercent(defaultGCPercent)
-	return true
-}
-
 func main() {
-	configureGC(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
 	stop()

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -163,19 +162,3 @@ func TestFaultInjectorHiddenAndLoud(t *testing.T) {
 	}
 }
 
-func TestGCPercent(t *testing.T) {
-	old := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(old)
-	if !configureGC(func(string) string { return "" }) {
-		t.Fatal("configureGC left the GC alone without GOGC")
-	}
-	if got := debug.SetGCPercent(100); got != defaultGCPercent {
-		t.Errorf("GC percent %d without GOGC, want %d", got, defaultGCPercent)
-	}
-	if configureGC(func(k string) string { return map[string]string{"GOGC": "200"}[k] }) {
-		t.Error("configureGC overrode GOGC")
-	}
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("GC percent %d with GOGC set, want it untouched (100)", got)
-	}
-}
