@@ -1,7 +1,9 @@
 package lease
 
 import (
+	"cmp"
 	"container/heap"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -634,13 +636,23 @@ func (a *applier) release(op Op) Result {
 	return Result{}
 }
 
+// expireAll frees every grant that has expired by a.now, earliest
+// first and, among those that expired at the same time, by name.
 func (a *applier) expireAll() {
+	var due []expiry
 	for {
 		at, ok := a.s.NextDeadline()
 		if !ok || at > a.now {
-			return
+			break
 		}
-		a.settle(a.s.expiries[0].name)
+		due = append(due, heap.Pop(&a.s.expiries).(expiry))
+	}
+	// The heap breaks ties by token, which is cheaper than by name.
+	slices.SortFunc(due, func(x, y expiry) int {
+		return cmp.Or(cmp.Compare(x.at, y.at), strings.Compare(x.name, y.name))
+	})
+	for _, e := range due {
+		a.settle(e.name)
 	}
 }
 
@@ -729,7 +741,9 @@ func (h expiryHeap) Less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
-	return h[i].name < h[j].name
+	// Every grant has its own token, and comparing tokens reads no
+	// string: the leases renewed together share their expiry.
+	return h[i].token < h[j].token
 }
 func (h expiryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *expiryHeap) Push(x any)   { *h = append(*h, x.(expiry)) }
