@@ -161,4 +161,3 @@ func TestFaultInjectorHiddenAndLoud(t *testing.T) {
 		t.Fatalf("a clock rate of 0 exited %d, want 2", code)
 	}
 }
-
