@@ -27,6 +27,7 @@
 package raftlog
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -291,14 +292,17 @@ func (st *Store) scanSegment(name string, last bool) (*segment, error) {
 		return nil, fmt.Errorf("%w: %s is cut short (%d bytes)", ErrCorrupt, path, fi.Size())
 	}
 	seg := &segment{path: path, first: first, size: fi.Size(), f: f}
-	data, err := io.ReadAll(io.NewSectionReader(f, 0, fi.Size()))
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("raftlog: read %s: %w", path, err)
-	}
+	// Read record by record: the written part ends at the first zero
+	// length, and the preallocated rest of the segment is never read.
+	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, fi.Size()), 256<<10)
+	var b []byte
 	off := int64(0)
 	for {
-		rec, n, err := parseRecord(data[off:])
+		if b, err = readRecord(r, b[:0], fi.Size()-off); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("raftlog: read %s: %w", path, err)
+		}
+		rec, n, err := parseRecord(b)
 		if err == nil && n == 0 {
 			break // the end of the written part
 		}
@@ -320,6 +324,22 @@ func (st *Store) scanSegment(name string, last bool) (*segment, error) {
 	}
 	seg.end = off
 	return seg, nil
+}
+
+// readRecord reads into buf, from r, what parseRecord needs to decode
+// the record at r's position, rest bytes before the segment's end: the
+// header, and as much of the payload as the header claims and the segment
+// holds. It returns buf.
+func readRecord(r io.Reader, buf []byte, rest int64) ([]byte, error) {
+	h := int(min(rest, headerLen))
+	buf = slices.Grow(buf, h)[:h]
+	if _, err := io.ReadFull(r, buf); err != nil || h < headerLen {
+		return buf, err
+	}
+	m := int(min(int64(binary.LittleEndian.Uint32(buf)), rest-headerLen))
+	buf = slices.Grow(buf, m)[:headerLen+m]
+	_, err := io.ReadFull(r, buf[headerLen:])
+	return buf, err
 }
 
 // parseRecord decodes the record at the start of b. It returns n == 0 at
