@@ -114,16 +114,13 @@ func newTransport(dialTimeout time.Duration, tlsCfg *tls.Config) *http.Transport
 // every frame written between goroutines. Whatever is not batched, and
 // watches above all, stays on HTTP/2.
 func newBatchTransport(dialTimeout time.Duration, tlsCfg *tls.Config) *http.Transport {
-	var p http.Protocols
-	p.SetHTTP1(true)
-	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
-	return &http.Transport{
-		Protocols:           &p,
-		TLSClientConfig:     tlsCfg,
-		DialContext:         d.DialContext,
-		MaxIdleConnsPerHost: batchInflight + 1,
-		DisableCompression:  true, // Connect compresses what is worth it
-	}
+	t := newTransport(dialTimeout, tlsCfg)
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetHTTP1(true)
+	t.HTTP2 = nil
+	t.MaxIdleConnsPerHost = batchInflight + 1
+	t.DisableCompression = true // Connect compresses what is worth it
+	return t
 }
 
 // withToken returns hc sending token as a bearer token with every
