@@ -3,103 +3,41 @@
 // started on free loopback ports and killed when the test process ends;
 // and a headless Chromium driven by playwright-core.
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
-// The TypeScript client's test helpers use only Node's own modules.
-import { eventually, freePort } from "../../../clients/ts/test/helpers/tenured.js";
+// The TypeScript client's test helpers use only Node's own modules; their
+// processes and directories go when the test process ends.
+import { eventually, freePort, Node as TenuredNode, tempDir, tenuredBin } from "../../../clients/ts/test/helpers/tenured.js";
 
-export { eventually, freePort };
+export { eventually, freePort, tempDir };
 
 export const webDir = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const repoDir = resolve(webDir, "../..");
 
-const live = new Set();
-const tmpDirs = new Set();
-function killAll() {
-  for (const p of live) {
-    try {
-      p.kill("SIGKILL");
-    } catch {}
-  }
-  for (const d of tmpDirs) rmSync(d, { recursive: true, force: true });
-}
-process.on("exit", killAll);
-for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"]) {
-  process.on(sig, () => {
-    killAll();
-    process.exit(128 + (sig === "SIGINT" ? 2 : sig === "SIGHUP" ? 1 : 15));
-  });
-}
-
-export function tempDir(prefix = "tenure-ui-") {
-  const d = mkdtempSync(join(tmpdir(), prefix));
-  tmpDirs.add(d);
-  return d;
-}
-
-const bins = {};
+let tenureBin;
 /** bin returns the path of the tenured or tenure binary, building it once. */
 export function bin(name) {
-  if (bins[name]) return bins[name];
-  const env = process.env[name === "tenured" ? "TENURED_BIN" : "TENURE_BIN"];
-  if (env && existsSync(env)) return (bins[name] = env);
-  const out = join(tempDir("tenure-ui-bin-"), name);
-  execFileSync("go", ["build", "-o", out, "./cmd/" + name], { cwd: repoDir, stdio: "inherit" });
-  return (bins[name] = out);
+  if (name === "tenured") return tenuredBin();
+  if (tenureBin) return tenureBin;
+  if (process.env.TENURE_BIN && existsSync(process.env.TENURE_BIN)) return (tenureBin = process.env.TENURE_BIN);
+  const out = join(tempDir("tenure-ui-bin-"), "tenure");
+  execFileSync("go", ["build", "-o", out, "./cmd/tenure"], { cwd: repoDir, stdio: "inherit" });
+  return (tenureBin = out);
 }
 
-/** Node is one tenured process. */
-export class Node {
-  constructor(id, { join: joinAddr } = {}) {
-    this.id = id;
-    this.joinAddr = joinAddr;
-    this.dataDir = join(tempDir(`tenure-ui-${id}-`), "data");
-    this.log = [];
-  }
-
-  async start() {
-    this.api = `127.0.0.1:${await freePort()}`;
-    this.raft = `127.0.0.1:${await freePort()}`;
-    const args = ["--node-id", this.id, "--data-dir", this.dataDir, "--listen", this.api, "--raft-listen", this.raft,
-      // Slow raft timing: the machine running the tests may be busy, and
-      // a leader lost to a late heartbeat is not what these tests are about.
-      "--election-timeout", "1s", "--log-level", "warn"];
-    if (this.joinAddr) args.push("--join", this.joinAddr);
-    const p = spawn(bin("tenured"), args, { stdio: ["ignore", "pipe", "pipe"] });
-    this.proc = p;
-    live.add(p);
-    const keep = (b) => {
-      this.log.push(b.toString());
-      if (this.log.length > 200) this.log.shift();
-    };
-    p.stdout.on("data", keep);
-    p.stderr.on("data", keep);
-    p.exited = new Promise((r) => p.on("exit", (code, sig) => {
-      live.delete(p);
-      r({ code, sig });
-    }));
-    return this;
-  }
-
-  async waitReady(timeoutMs = 20_000) {
-    await eventually(`${this.id} (${this.api}) to answer /readyz with 200`, timeoutMs, async () => {
-      if (this.proc.exitCode !== null) throw new Error(`exited with ${this.proc.exitCode}: ${this.log.join("")}`);
-      const r = await fetch(`http://${this.api}/readyz`, { signal: AbortSignal.timeout(1000) });
-      if (r.status !== 200) throw new Error(`status ${r.status}`);
-    }, 100);
+/** Node is one tenured process, with the dashboard's address. */
+export class Node extends TenuredNode {
+  constructor(id, opts = {}) {
+    // Slow raft timing: the machine running the tests may be busy, and
+    // a leader lost to a late heartbeat is not what these tests are about.
+    super(id, { electionTimeout: "1s", ...opts });
   }
 
   url(path = "/ui/") {
     return `http://${this.api}${path}`;
-  }
-
-  async kill() {
-    if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode !== null) return;
-    this.proc.kill("SIGKILL");
-    await this.proc.exited;
   }
 }
 
