@@ -56,14 +56,8 @@ func waitVoters(t *testing.T, endpoint string, n int) jsonStatus {
 }
 
 func TestThreeNodeFailover(t *testing.T) {
-	opts := []string{"--election-timeout", "300ms"}
-	n1 := newServer(t, "n1", "", opts...)
-	n1.start()
-	n1.waitReady(20 * time.Second)
-	n2 := newServer(t, "n2", n1.api, opts...)
-	n3 := newServer(t, "n3", n1.api, opts...)
-	n2.start()
-	n3.start()
+	three := startThree(t)
+	n1, n2, n3 := three[0], three[1], three[2]
 	servers := map[string]*server{"n1": n1, "n2": n2, "n3": n3}
 	all := n1.api + "," + n2.api + "," + n3.api
 	st := waitVoters(t, n1.api, 3)
