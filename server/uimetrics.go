@@ -41,8 +41,7 @@ type sampler struct {
 	ops  func() uint64
 	stop chan struct{}
 	done chan struct{}
-	once sync.Once // starts run, the first time the dashboard asks
-	ran  bool
+	once sync.Once // starts run the first time the dashboard asks, or marks it done at close
 
 	mu   sync.Mutex
 	ring [sampleWindow]sample
@@ -58,12 +57,7 @@ func newSampler(reg prometheus.Gatherer, ops func() uint64) *sampler {
 // start starts sampling (once): the first time the dashboard is used, so
 // that a node nobody watches samples nothing.
 func (s *sampler) start() {
-	s.once.Do(func() {
-		s.mu.Lock()
-		s.ran = true
-		s.mu.Unlock()
-		go s.run()
-	})
+	s.once.Do(func() { go s.run() })
 }
 
 func (s *sampler) run() {
@@ -82,18 +76,13 @@ func (s *sampler) run() {
 }
 
 func (s *sampler) close() {
-	s.once.Do(func() {}) // no start after close
-	s.mu.Lock()
-	ran := s.ran
-	s.mu.Unlock()
+	s.once.Do(func() { close(s.done) }) // never started: no start after close
 	select {
 	case <-s.stop:
 	default:
 		close(s.stop)
 	}
-	if ran {
-		<-s.done
-	}
+	<-s.done
 }
 
 func (s *sampler) read() counters {
