@@ -53,6 +53,9 @@ type batcher struct {
 	// queued, if set (by tests), is called with the queue's length after
 	// a call was queued, b.mu held.
 	queued func(n int)
+	// sending, if set (by tests), is called with the ops of each Batch
+	// call just before it is made.
+	sending func(ops []*tenurev1.BatchOp)
 }
 
 // batchCall is one op waiting for its result.
@@ -181,6 +184,9 @@ func (b *batcher) send(f *flight) {
 	req := &tenurev1.BatchRequest{Ops: make([]*tenurev1.BatchOp, len(f.calls))}
 	for i, c := range f.calls {
 		req.Ops[i] = c.op
+	}
+	if b.sending != nil {
+		b.sending(req.Ops)
 	}
 	res, err := b.ep.batchLease.Batch(f.ctx, connect.NewRequest(req))
 	if err == nil && len(res.Msg.GetResults()) != len(f.calls) {
