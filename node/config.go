@@ -100,6 +100,9 @@ type Config struct {
 	// afterBarrier, if set, runs in a takeover right after the barrier
 	// succeeded (tests use it to end leadership at that moment).
 	afterBarrier func(n *Node, t *leaderTerm)
+	// beforeLogSync, if set, runs before each background sync of the
+	// leader's raft log (tests hold syncs back with it).
+	beforeLogSync func()
 }
 
 // DefaultConfig returns the defaults described on each Config field.

@@ -38,3 +38,17 @@ func (n *Node) TransferAway() error { return n.raft.LeadershipTransfer().Error()
 
 // Snapshot takes a raft snapshot now.
 func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// SetBeforeLogSync makes every node made with cfg call f before each
+// background sync of its raft log (only a leader's appends are synced in
+// the background).
+func SetBeforeLogSync(cfg *Config, f func()) { cfg.beforeLogSync = f }
+
+// FSMApplied returns the index of the last entry n's state machine
+// applied. (raft's AppliedIndex counts entries once they are handed to
+// the state machine, before it applies them.)
+func (n *Node) FSMApplied() uint64 {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	return n.fsm.applied
+}

@@ -57,6 +57,9 @@ type fsm struct {
 	onRestore func()
 	// act records what every batch did, for the dashboard.
 	act *activityLog
+	// waitSynced, if set, waits until the raft log has synced an entry
+	// (see synced.go).
+	waitSynced func(index uint64) error
 	// clusterID is the cluster's ID as the log records it ("" before the
 	// first leader recorded it); onCluster is called under mu when it
 	// is learnt from the log or a snapshot.
@@ -78,6 +81,14 @@ func encodeMember(m memberInfo) []byte {
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
+	}
+	if f.waitSynced != nil {
+		// See synced.go: a leader applies only what its log synced.
+		if err := f.waitSynced(l.Index); err != nil {
+			// The entry may be lost from this disk while raft counts it
+			// as stored: this node cannot go on safely.
+			panic(fmt.Sprintf("node: the raft log failed to sync entry %d: %v", l.Index, err))
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

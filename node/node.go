@@ -40,12 +40,15 @@ var (
 
 // Node is one member of a tenure cluster.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	raft   *raft.Raft
-	fsm    *fsm
-	trans  raft.Transport
-	stream *clusterStream // nil with a custom transport
+	cfg  Config
+	log  *slog.Logger
+	raft *raft.Raft
+	// raftRef is raft for the raft log's goroutines, which may run
+	// before open returns.
+	raftRef atomic.Pointer[raft.Raft]
+	fsm     *fsm
+	trans   raft.Transport
+	stream  *clusterStream // nil with a custom transport
 	// contact records when peers last answered; nil with a custom
 	// transport.
 	contact *contacts
@@ -200,11 +203,25 @@ func (n *Node) open() error {
 		// The log goes to segment files with one fdatasync per append;
 		// raft.db keeps raft's term and vote, which change only at
 		// elections.
-		rl, err := raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), raftlog.Options{})
+		var rlOpts raftlog.Options
+		var rl *raftlog.Store
+		if t := transportForDeferredSyncs(n.trans, func() uint64 { return rl.Synced() }); t != nil {
+			// See synced.go.
+			n.trans = t
+			rlOpts.DeferSync = func(logs []*raft.Log) bool {
+				r := n.raftRef.Load()
+				return r != nil && deferSync(r.State(), logs)
+			}
+			rlOpts.BeforeBackgroundSync = cfg.beforeLogSync
+		}
+		rl, err = raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), rlOpts)
 		if err != nil {
 			return &DataDirError{Dir: cfg.DataDir, File: dirRaftLog, Problem: "cannot be opened: " + err.Error()}
 		}
 		n.closer = append(n.closer, rl.Close)
+		if rlOpts.DeferSync != nil {
+			n.fsm.waitSynced = rl.WaitSynced
+		}
 		if err := migrateLog(bolt, rl, n.log); err != nil {
 			return err
 		}
@@ -213,6 +230,9 @@ func (n *Node) open() error {
 			return err
 		}
 		logs, stable = cached, bolt
+		if rlOpts.DeferSync != nil {
+			stable = syncingStable{StableStore: bolt, sync: rl.Sync}
+		}
 		fss, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog)
 		if err != nil {
 			return fmt.Errorf("node: open snapshot store: %w", err)
@@ -253,6 +273,7 @@ func (n *Node) open() error {
 		return fmt.Errorf("node: start raft: %w", err)
 	}
 	n.raft = r
+	n.raftRef.Store(r)
 	if n.stream != nil {
 		gone := n.peerGone
 		n.stream.peerGone.Store(&gone)

@@ -83,13 +83,14 @@ func TestDeferredAppendsAreSyncedInTheBackground(t *testing.T) {
 
 		first := blocked(t, "WaitSynced(1)", func() error { return h.st.WaitSynced(1) })
 		last := blocked(t, "WaitSynced(60)", func() error { return h.st.WaitSynced(60) })
+		all := blocked(t, "Sync", h.st.Sync)
 		h.deferred.Store(false)
 		// An append that is not deferred is synced with everything
 		// before it, so it waits for the syncer too.
 		stored := blocked(t, "an append that is not deferred", func() error { return h.st.StoreLogs([]*raft.Log{entry(61)}) })
 
 		h.release()
-		for _, ch := range []<-chan error{first, last, stored} {
+		for _, ch := range []<-chan error{first, last, all, stored} {
 			if err := <-ch; err != nil {
 				t.Fatal(err)
 			}

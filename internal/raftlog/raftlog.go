@@ -32,7 +32,8 @@
 // raft leader uses it to write its own log while the followers write
 // theirs (section 10.2.1 of the raft thesis): an entry then costs one
 // fdatasync of latency instead of two in a row. Synced reports how far
-// the log is on disk, and WaitSynced waits for it. Whoever defers syncs
+// the log is on disk, WaitSynced waits for it, and Sync syncs everything
+// at once. Whoever defers syncs
 // must not act on an entry before it is synced (see package node). Every
 // other change (an append that is not deferred, a deletion, Close) first
 // syncs whatever is pending.
@@ -225,6 +226,13 @@ func (st *Store) WaitSynced(index uint64) error {
 		st.cond.Wait()
 	}
 	return st.err
+}
+
+// Sync syncs every entry written, waiting for the syncer if it is busy.
+func (st *Store) Sync() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.settleLocked()
 }
 
 // setSyncedLocked publishes the pending range to Synced; st.mu is held.
