@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/tenure-io/tenure/internal/testcluster"
 	"github.com/tenure-io/tenure/lease"
 	"github.com/tenure-io/tenure/node"
@@ -23,6 +25,9 @@ func TestLeaderActsOnlyOnSyncedEntries(t *testing.T) {
 		gate    = make(chan struct{})
 	)
 	c := newCluster(t, func(cfg *node.Config) {
+		// Slow raft timing: a leadership change would end the held
+		// leader's term and let another leader commit past the entry.
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, time.Second
 		node.SetBeforeLogSync(cfg, func() {
 			if holding.Load() {
 				<-gate
@@ -68,6 +73,9 @@ func TestLeaderActsOnlyOnSyncedEntries(t *testing.T) {
 		}
 		if a := leader.Node.FSMApplied(); a >= entry {
 			t.Fatalf("the leader applied entry %d before it synced it", entry)
+		}
+		if st := leader.Node.RaftState(); st != raft.Leader {
+			t.Fatalf("%s stopped leading (%v) while its sync was held: the machine stalled for over a second; the test needs a stable leader", leader.Node.ID(), st)
 		}
 		for _, f := range c.others(leader) {
 			if st := f.Node.Status(); st.CommitIndex >= entry || st.AppliedIndex >= entry {
