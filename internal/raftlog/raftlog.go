@@ -33,10 +33,9 @@
 // theirs (section 10.2.1 of the raft thesis): an entry then costs one
 // fdatasync of latency instead of two in a row. Synced reports how far
 // the log is on disk, WaitSynced waits for it, and Sync syncs everything
-// at once. Whoever defers syncs
-// must not act on an entry before it is synced (see package node). Every
-// other change (an append that is not deferred, a deletion, Close) first
-// syncs whatever is pending.
+// at once. Whoever defers syncs must not act on an entry before it is
+// synced (see package node). Every other change (an append that is not
+// deferred, a deletion, Close) first syncs whatever is pending.
 package raftlog
 
 import (
@@ -697,7 +696,9 @@ func (st *Store) StoreLogs(logs []*raft.Log) error {
 	if err := st.err; err != nil {
 		return err
 	}
-	if !deferred {
+	if deferred {
+		defer st.kickSyncerLocked() // before mu is unlocked
+	} else {
 		// What this append syncs must come with everything before it.
 		if err := st.settleLocked(); err != nil {
 			return err
@@ -737,17 +738,26 @@ func (st *Store) StoreLogs(logs []*raft.Log) error {
 		if _, err := seg.f.WriteAt(buf, seg.end); err != nil {
 			return fmt.Errorf("raftlog: write %s: %w", seg.path, err)
 		}
-		if deferred {
-			st.markDirtyLocked(seg)
-		} else if !st.opts.NoSync {
+		if !deferred && !st.opts.NoSync {
 			if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
 				return fmt.Errorf("raftlog: sync %s: %w", seg.path, err)
 			}
 		}
+		firstNew := seg.first + uint64(len(seg.offsets))
 		for _, o := range pending {
 			seg.offsets = append(seg.offsets, seg.end+o)
 		}
 		seg.end += int64(len(buf))
+		if deferred {
+			// Pending from the moment they can be read back, also if a
+			// later write of this append fails.
+			st.markDirtyLocked(seg)
+			if st.pendFrom == 0 {
+				st.pendFrom = firstNew
+				st.setSyncedLocked()
+			}
+			st.pendTo = seg.last()
+		}
 		buf, pending = buf[:0], pending[:0]
 		return nil
 	}
@@ -770,25 +780,23 @@ func (st *Store) StoreLogs(logs []*raft.Log) error {
 		pending = append(pending, int64(len(buf)))
 		buf = append(buf, rec...)
 	}
-	if err := flush(); err != nil {
-		return err
+	return flush()
+}
+
+// kickSyncerLocked asks the syncer, started if need be, to sync what is
+// pending; st.mu is held.
+func (st *Store) kickSyncerLocked() {
+	if st.pendFrom == 0 {
+		return
 	}
-	if deferred {
-		if st.pendFrom == 0 {
-			st.pendFrom = logs[0].Index
-			st.setSyncedLocked()
-		}
-		st.pendTo = logs[len(logs)-1].Index
-		if st.kick == nil {
-			st.kick, st.syncerDone = make(chan struct{}, 1), make(chan struct{})
-			go st.syncer()
-		}
-		select {
-		case st.kick <- struct{}{}:
-		default: // a kick is already waiting
-		}
+	if st.kick == nil {
+		st.kick, st.syncerDone = make(chan struct{}, 1), make(chan struct{})
+		go st.syncer()
 	}
-	return nil
+	select {
+	case st.kick <- struct{}{}:
+	default: // a kick is already waiting
+	}
 }
 
 // tail returns the segment appended to, or nil if there is none.
