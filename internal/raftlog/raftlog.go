@@ -104,22 +104,24 @@ type Store struct {
 	// entry). It is kept in the file firstIndexFile.
 	first uint64
 
-	// Deferred syncs. Entries pendFrom through pendTo are written but
-	// not synced (pendFrom 0: none are); dirty are the segments written
-	// to since the last sync. syncing is set while the syncer syncs
-	// without holding mu: nothing closes or cuts a file meanwhile. cond
-	// (on mu) is broadcast when a sync ends. synced mirrors Synced for
-	// readers without the lock. err is a failed sync: the store can no
-	// longer tell what is on disk and refuses everything.
-	pendFrom, pendTo uint64
-	dirty            []*segment
-	syncing          bool
-	closed           bool
-	err              error
-	cond             *sync.Cond
-	kick             chan struct{} // wakes the syncer; nil until the first deferred append
-	syncerDone       chan struct{}
-	synced           atomic.Uint64
+	// Deferred syncs. Entries from pendFrom to the end of the log are
+	// written but not synced (pendFrom 0: none are); only deferred
+	// appends leave entries pending, and whatever else changes the log
+	// syncs them first. dirty are the segments written to since the
+	// last sync. syncing is set while the syncer syncs without holding
+	// mu: nothing closes or cuts a file meanwhile. cond (on mu) is
+	// broadcast when a sync ends. synced mirrors Synced for readers
+	// without the lock. err is a failed sync: the store can no longer
+	// tell what is on disk and refuses everything.
+	pendFrom   uint64
+	dirty      []*segment
+	syncing    bool
+	closed     bool
+	err        error
+	cond       *sync.Cond
+	kick       chan struct{} // wakes the syncer; nil until the first deferred append
+	syncerDone chan struct{}
+	synced     atomic.Uint64
 }
 
 // firstIndexFile records where the log begins when a prefix deletion cut
@@ -276,7 +278,7 @@ func (st *Store) settleLocked() error {
 	if err := syncFiles(st.dirty); err != nil {
 		st.err = err
 	} else {
-		st.dirty, st.pendFrom, st.pendTo = nil, 0, 0
+		st.dirty, st.pendFrom = nil, 0
 		st.setSyncedLocked()
 	}
 	st.cond.Broadcast()
@@ -293,7 +295,7 @@ func (st *Store) syncer() {
 			st.mu.Unlock()
 			continue
 		}
-		dirty, target := st.dirty, st.pendTo
+		dirty, target := st.dirty, st.tail().last()
 		st.dirty = nil
 		st.syncing = true
 		st.mu.Unlock()
@@ -306,8 +308,8 @@ func (st *Store) syncer() {
 		switch {
 		case err != nil:
 			st.err = err
-		case st.pendTo <= target:
-			st.pendFrom, st.pendTo = 0, 0
+		case st.tail().last() <= target:
+			st.pendFrom = 0
 		default:
 			// Appended to while it synced: the rest waits for the
 			// next round, which the append's kick asked for.
@@ -756,7 +758,6 @@ func (st *Store) StoreLogs(logs []*raft.Log) error {
 				st.pendFrom = firstNew
 				st.setSyncedLocked()
 			}
-			st.pendTo = seg.last()
 		}
 		buf, pending = buf[:0], pending[:0]
 		return nil
