@@ -200,38 +200,25 @@ func (n *Node) open() error {
 			return &DataDirError{Dir: cfg.DataDir, File: fileRaftDB, Problem: "cannot be opened: " + err.Error()}
 		}
 		n.closer = append(n.closer, bolt.Close)
-		// The log goes to segment files with one fdatasync per append;
+		// The log goes to segment files with one fdatasync per append (a
+		// leader's in the background: see synced.go);
 		// raft.db keeps raft's term and vote, which change only at
 		// elections.
-		var rlOpts raftlog.Options
-		var rl *raftlog.Store
-		if t := transportForDeferredSyncs(n.trans, func() uint64 { return rl.Synced() }); t != nil {
-			// See synced.go.
-			n.trans = t
-			rlOpts.DeferSync = func(logs []*raft.Log) bool {
-				r := n.raftRef.Load()
-				return r != nil && deferSync(r.State(), logs)
-			}
-			rlOpts.BeforeBackgroundSync = cfg.beforeLogSync
-		}
-		rl, err = raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), rlOpts)
+		deferred := canHoldBackCommits(n.trans)
+		rl, err := raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), n.logOptions(deferred))
 		if err != nil {
 			return &DataDirError{Dir: cfg.DataDir, File: dirRaftLog, Problem: "cannot be opened: " + err.Error()}
 		}
 		n.closer = append(n.closer, rl.Close)
-		if rlOpts.DeferSync != nil {
-			n.fsm.waitSynced = rl.WaitSynced
+		stable = bolt
+		if deferred {
+			stable = n.actOnlyOnSynced(rl, bolt)
 		}
 		if err := migrateLog(bolt, rl, n.log); err != nil {
 			return err
 		}
-		cached, err := raft.NewLogCache(512, rl)
-		if err != nil {
+		if logs, err = raft.NewLogCache(512, rl); err != nil {
 			return err
-		}
-		logs, stable = cached, bolt
-		if rlOpts.DeferSync != nil {
-			stable = syncingStable{StableStore: bolt, sync: rl.Sync}
 		}
 		fss, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog)
 		if err != nil {

@@ -2,6 +2,8 @@ package node
 
 import (
 	"github.com/hashicorp/raft"
+
+	"github.com/tenure-io/tenure/internal/raftlog"
 )
 
 // Deferred log syncs on the leader.
@@ -65,16 +67,38 @@ type syncedTransport struct {
 	synced func() uint64
 }
 
-// transportForDeferredSyncs returns t wrapped in a syncedTransport, or
-// nil if t lacks what raft needs from a transport beyond the interface
-// (pre-votes, Close), which a wrapper would hide.
-func transportForDeferredSyncs(t raft.Transport, synced func() uint64) raft.Transport {
+// canHoldBackCommits reports whether t can be wrapped in a
+// syncedTransport: a wrapper would hide what raft needs from a transport
+// beyond the interface (pre-votes, Close) if t lacked it.
+func canHoldBackCommits(t raft.Transport) bool {
 	_, preVote := t.(raft.WithPreVote)
 	_, closer := t.(raft.WithClose)
-	if !preVote || !closer {
-		return nil
+	return preVote && closer
+}
+
+// logOptions returns the options of n's raft log: with deferred, the
+// leader's appends are synced in the background.
+func (n *Node) logOptions(deferred bool) raftlog.Options {
+	if !deferred {
+		return raftlog.Options{}
 	}
-	return &syncedTransport{Transport: t, synced: synced}
+	return raftlog.Options{
+		DeferSync: func(logs []*raft.Log) bool {
+			r := n.raftRef.Load()
+			return r != nil && deferSync(r.State(), logs)
+		},
+		BeforeBackgroundSync: n.cfg.beforeLogSync,
+	}
+}
+
+// actOnlyOnSynced puts the rules above in place for rl, a log that defers
+// the leader's syncs: it gates applying on rl's syncs, holds back the
+// commit index n's transport sends, and returns stable wrapped to sync rl
+// first.
+func (n *Node) actOnlyOnSynced(rl *raftlog.Store, stable raft.StableStore) raft.StableStore {
+	n.fsm.waitSynced = rl.WaitSynced
+	n.trans = &syncedTransport{Transport: n.trans, synced: rl.Synced}
+	return syncingStable{StableStore: stable, sync: rl.Sync}
 }
 
 func (t *syncedTransport) holdBack(args *raft.AppendEntriesRequest) {
