@@ -199,9 +199,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	// page cache, where they read back but may not survive the machine:
 	// sync them before they count as synced.
 	if seg := st.tail(); seg != nil && !opts.NoSync {
-		if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
+		if err := seg.sync(); err != nil {
 			st.Close()
-			return nil, fmt.Errorf("raftlog: sync %s: %w", seg.path, err)
+			return nil, err
 		}
 	}
 	return st, nil
@@ -252,11 +252,19 @@ func (st *Store) markDirtyLocked(seg *segment) {
 	}
 }
 
+// sync syncs the segment's data.
+func (s *segment) sync() error {
+	if err := unix.Fdatasync(int(s.f.Fd())); err != nil {
+		return fmt.Errorf("raftlog: sync %s: %w", s.path, err)
+	}
+	return nil
+}
+
 // syncFiles syncs the segments.
 func syncFiles(segs []*segment) error {
 	for _, seg := range segs {
-		if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
-			return fmt.Errorf("raftlog: sync %s: %w", seg.path, err)
+		if err := seg.sync(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -603,10 +611,7 @@ func (s *segment) zeroFrom(off int64, noSync bool) error {
 	if noSync {
 		return nil
 	}
-	if err := unix.Fdatasync(int(s.f.Fd())); err != nil {
-		return fmt.Errorf("raftlog: sync %s: %w", s.path, err)
-	}
-	return nil
+	return s.sync()
 }
 
 func preallocate(f *os.File, size int64) error {
@@ -741,8 +746,8 @@ func (st *Store) StoreLogs(logs []*raft.Log) error {
 			return fmt.Errorf("raftlog: write %s: %w", seg.path, err)
 		}
 		if !deferred && !st.opts.NoSync {
-			if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
-				return fmt.Errorf("raftlog: sync %s: %w", seg.path, err)
+			if err := seg.sync(); err != nil {
+				return err
 			}
 		}
 		firstNew := seg.first + uint64(len(seg.offsets))
