@@ -35,17 +35,31 @@ import (
 //   - A node syncs its log before it records a new term or a vote
 //     (syncingStable). It can only acknowledge another leader's entries,
 //     or vote, in a term it recorded, so by then nothing it appended as
-//     leader is still pending: raft counts a follower's copy only when it
-//     is on disk.
+//     leader is still pending (see deferSync for the one change of state
+//     that races with an append): raft counts a follower's copy only
+//     when it is on disk.
 //
 // An entry a crashed leader had not synced was never applied anywhere nor
 // answered; a new leader may or may not have it, as with any entry that
 // was not committed.
 
 // deferSync reports whether an append of logs by a node in state may
-// leave the sync to the background: only raft's leader loop appends while
-// the node is leader (raft changes its state on that same goroutine), and
-// only entries that raft itself does not act on are deferred.
+// leave the sync to the background: only a leader's appends, and only of
+// entries that raft itself does not act on.
+//
+// The state can change between this answer and the append. raft's leader
+// loop appends on raft's main goroutine, and most changes of state happen
+// there too, but one does not: raft handles heartbeats on the transport's
+// goroutine, and a heartbeat of a higher term makes the node a follower
+// (setState) and then records that term (setCurrentTerm, which syncingStable
+// makes sync the log first). The raft log asks DeferSync under its lock, in
+// one step with the append (raftlog.Options.DeferSync), and Sync takes that
+// lock. So either the answer came after the node became a follower, and
+// the append is synced at once, or the append was done before Sync began,
+// and Sync syncs it before the new term is recorded. In both cases the
+// entries this node appended as leader are on disk before it acts in a
+// later term: it acknowledges entries, grants votes and stands for election
+// only in a term it recorded.
 func deferSync(state raft.RaftState, logs []*raft.Log) bool {
 	if state != raft.Leader {
 		return false

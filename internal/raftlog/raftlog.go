@@ -85,7 +85,18 @@ type Options struct {
 	NoSync bool
 	// DeferSync, if set, is asked before each append whether its
 	// entries may be synced in the background (see the package comment).
+	// It is called with the store's lock held, in the same critical
+	// section as the append: a Sync that begins after DeferSync answered
+	// finds the append done and syncs it. DeferSync must not call the
+	// store.
 	DeferSync func(logs []*raft.Log) bool
+	// Marks, if set, keeps the log's marks (see LogMarks) somewhere the
+	// log's own directory is not: Open refuses a log that falls short of
+	// them, and the store keeps them up to date.
+	Marks Marks
+	// MarkInterval is how often the store saves its marks while entries
+	// are appended. Default 1s.
+	MarkInterval time.Duration
 	// BeforeBackgroundSync, if set, is called by the syncer before each
 	// sync of deferred appends (tests hold syncs back with it).
 	BeforeBackgroundSync func()
@@ -122,6 +133,16 @@ type Store struct {
 	kick       chan struct{} // wakes the syncer; nil until the first deferred append
 	syncerDone chan struct{}
 	synced     atomic.Uint64
+
+	// Marks (see LogMarks). saved are the marks saved last, guarded by
+	// markMu, which is held while they are saved; a goroutine that holds
+	// markMu never waits for mu. markGen counts the deletions that saved
+	// marks of their own.
+	markMu   sync.Mutex
+	saved    LogMarks
+	markGen  atomic.Uint64
+	markStop chan struct{}
+	markDone chan struct{}
 }
 
 // firstIndexFile records where the log begins when a prefix deletion cut
@@ -149,8 +170,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.SegmentSize <= 0 {
 		opts.SegmentSize = DefaultSegmentSize
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("raftlog: %w", err)
+	if err := mkdirSynced(dir, opts.NoSync); err != nil {
+		return nil, err
 	}
 	st := &Store{dir: dir, opts: opts}
 	st.cond = sync.NewCond(&st.mu)
@@ -197,12 +218,22 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	// A process killed after a deferred append leaves its records in the
 	// page cache, where they read back but may not survive the machine:
-	// sync them before they count as synced.
-	if seg := st.tail(); seg != nil && !opts.NoSync {
-		if err := seg.sync(); err != nil {
+	// sync them before they count as synced. An append can cross into a
+	// new segment, and a crash can come between any two syncs, so every
+	// segment may hold such records, not only the last.
+	if !opts.NoSync {
+		if err := syncFiles(st.segs); err != nil {
 			st.Close()
 			return nil, err
 		}
+	}
+	if err := st.checkMarks(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := st.startMarks(); err != nil {
+		st.Close()
+		return nil, err
 	}
 	return st, nil
 }
@@ -252,9 +283,12 @@ func (st *Store) markDirtyLocked(seg *segment) {
 	}
 }
 
+// fdatasync syncs a file's data (tests watch it).
+var fdatasync = func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+
 // sync syncs the segment's data.
 func (s *segment) sync() error {
-	if err := unix.Fdatasync(int(s.f.Fd())); err != nil {
+	if err := fdatasync(s.f); err != nil {
 		return fmt.Errorf("raftlog: sync %s: %w", s.path, err)
 	}
 	return nil
@@ -694,7 +728,6 @@ func (st *Store) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	deferred := st.opts.DeferSync != nil && !st.opts.NoSync && st.opts.DeferSync(logs)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
@@ -703,6 +736,10 @@ func (st *Store) StoreLogs(logs []*raft.Log) error {
 	if err := st.err; err != nil {
 		return err
 	}
+	// Asked under mu, so that the answer and the append are one step for
+	// Sync: whoever calls Sync after the answer changed finds the append
+	// done and syncs it (see DeferSync).
+	deferred := st.opts.DeferSync != nil && !st.opts.NoSync && st.opts.DeferSync(logs)
 	if deferred {
 		defer st.kickSyncerLocked() // before mu is unlocked
 	} else {
@@ -721,6 +758,9 @@ func (st *Store) StoreLogs(logs []*raft.Log) error {
 			// raft appends past the end only after a snapshot
 			// covered everything up to the new entries: what the log
 			// holds is obsolete (as after removeOldLogs).
+			if err := st.setMarksLocked(LogMarks{}); err != nil {
+				return err
+			}
 			if err := st.removeSegments(0, len(st.segs)); err != nil {
 				return err
 			}
@@ -880,6 +920,9 @@ func (st *Store) DeleteRange(min, max uint64) error {
 	case max < first || min > last:
 		return nil
 	case min <= first && max >= last:
+		if err := st.setMarksLocked(LogMarks{}); err != nil {
+			return err
+		}
 		if err := st.removeSegments(0, len(st.segs)); err != nil {
 			return err
 		}
@@ -887,6 +930,9 @@ func (st *Store) DeleteRange(min, max uint64) error {
 	case min <= first:
 		// A prefix: record where the log now begins, then remove the
 		// segments that hold only deleted entries.
+		if err := st.setMarksLocked(LogMarks{First: max + 1, Last: last}); err != nil {
+			return err
+		}
 		if err := st.setFirst(max + 1); err != nil {
 			return err
 		}
@@ -902,6 +948,9 @@ func (st *Store) DeleteRange(min, max uint64) error {
 		}
 		return nil
 	case max >= last:
+		if err := st.setMarksLocked(LogMarks{First: first, Last: min - 1}); err != nil {
+			return err
+		}
 		return st.cutFrom(min)
 	}
 	return fmt.Errorf("raftlog: cannot delete entries %d-%d from the middle of the log %d-%d", min, max, first, last)
@@ -948,8 +997,16 @@ func (st *Store) cutFrom(index uint64) error {
 // Close syncs what is pending, stops the syncer and closes the segment
 // files.
 func (st *Store) Close() error {
+	// Only a store that opened keeps marks: a log refused for falling
+	// short of them must not overwrite them as it closes.
+	marking := st.markStop != nil
+	st.stopMarks()
 	st.mu.Lock()
 	first := st.settleLocked()
+	if first == nil && !st.closed && marking {
+		// Everything is synced: the marks can say so.
+		first = st.setMarksLocked(st.currentMarksLocked())
+	}
 	if st.kick != nil && !st.closed {
 		close(st.kick)
 	}
