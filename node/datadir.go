@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 	bbolterr "go.etcd.io/bbolt/errors"
 
@@ -38,9 +40,75 @@ type DataDirError struct {
 
 func (e *DataDirError) Error() string {
 	return fmt.Sprintf("data directory %s: %s %s; refusing to start, so as not to begin a new cluster over old data "+
-		"(a new cluster would hand out fencing tokens from 1 again). Restore %s from a backup, or give this member an empty "+
-		"--data-dir and join it to its cluster again (--join); tenured --reset-data-dir moves the old data aside and starts a new cluster",
-		e.Dir, filepath.Join(e.Dir, e.File), e.Problem, e.File)
+		"(a new cluster would hand out fencing tokens from 1 again). If this node is one member of a cluster, give it an empty "+
+		"--data-dir and join it to its cluster again (--join): it catches up before it votes. Otherwise restore it from a backup "+
+		"(tenured --restore FILE), which keeps tokens growing; see docs/operations.md. (tenured --reset-data-dir moves the old data "+
+		"aside and starts a NEW cluster, whose tokens start at 1 again.)",
+		e.Dir, filepath.Join(e.Dir, e.File), e.Problem)
+}
+
+// DataDirAccessError says that the data directory cannot be written: the
+// file system is read-only or full, or permissions forbid it. That is not
+// damage, and the way out is never to reset the directory: its data is as
+// it was, and starting over would hand out fencing tokens from 1 again.
+type DataDirAccessError struct {
+	Dir  string // the data directory
+	File string // what could not be written, relative to Dir ("" for Dir itself)
+	Err  error
+}
+
+func (e *DataDirAccessError) Error() string {
+	return fmt.Sprintf("data directory %s: cannot write %s: %v. The data is not damaged: make the file system writable "+
+		"(%s) and start again. Do not reset or delete the data directory",
+		e.Dir, filepath.Join(e.Dir, e.File), e.Err, writeAdvice(e.Err))
+}
+
+func (e *DataDirAccessError) Unwrap() error { return e.Err }
+
+// cannotWrite reports whether err is the file system refusing a write
+// (read-only, permissions, full) rather than a sign of damaged data.
+func cannotWrite(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.EROFS, syscall.EACCES, syscall.EPERM, syscall.ENOSPC, syscall.EDQUOT} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
+}
+
+func writeAdvice(err error) string {
+	switch {
+	case errors.Is(err, syscall.EROFS):
+		return "it is mounted read-only"
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return "it is full: free some space"
+	}
+	return "check the owner and permissions of the directory and its files"
+}
+
+// accessOr returns a *DataDirAccessError for err if it is the file system
+// refusing a write, and fallback otherwise.
+func (d *dataDir) accessOr(file string, err error, fallback error) error {
+	if cannotWrite(err) {
+		return &DataDirAccessError{Dir: d.path, File: file, Err: err}
+	}
+	return fallback
+}
+
+// checkWritable writes, syncs and removes a file in the directory, so that
+// a directory tenured cannot write is reported as such before anything
+// else reads it as damaged.
+func (d *dataDir) checkWritable() error {
+	probe := filepath.Join(d.path, ".write-check")
+	err := writeFileSync(probe, []byte("tenure\n"))
+	if err == nil {
+		err = os.Remove(probe)
+	}
+	if err != nil {
+		os.Remove(probe)
+		return d.accessOr("", err, fmt.Errorf("node: write to data directory %s: %w", d.path, err))
+	}
+	return nil
 }
 
 // dataDir is what a data directory holds of the node's identity.
@@ -58,10 +126,13 @@ func (d *dataDir) fail(file, problem string) error {
 // openDataDir creates path if needed and checks what it holds. It never
 // changes or deletes anything that is there.
 func openDataDir(path string) (*dataDir, error) {
-	if err := os.MkdirAll(path, 0o700); err != nil {
-		return nil, fmt.Errorf("node: create data directory: %w", err)
-	}
 	d := &dataDir{path: path}
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return nil, d.accessOr("", err, fmt.Errorf("node: create data directory: %w", err))
+	}
+	if err := d.checkWritable(); err != nil {
+		return nil, err
+	}
 	cid, cidErr := readID(filepath.Join(path, fileClusterID))
 	nid, nidErr := readID(filepath.Join(path, fileNodeID))
 	switch {
@@ -121,11 +192,11 @@ func readID(path string) (string, error) {
 func (d *dataDir) initialise(nodeID, clusterID string) error {
 	for _, f := range []struct{ name, id string }{{fileNodeID, nodeID}, {fileClusterID, clusterID}} {
 		if err := writeFileSync(filepath.Join(d.path, f.name), []byte(f.id+"\n")); err != nil {
-			return fmt.Errorf("node: record %s: %w", f.name, err)
+			return d.accessOr(f.name, err, fmt.Errorf("node: record %s: %w", f.name, err))
 		}
 	}
 	if err := syncDir(d.path); err != nil {
-		return fmt.Errorf("node: sync data directory: %w", err)
+		return d.accessOr("", err, fmt.Errorf("node: sync data directory: %w", err))
 	}
 	d.initialised, d.nodeID, d.clusterID = true, nodeID, clusterID
 	return nil
@@ -176,6 +247,9 @@ type raftDB struct {
 	first, last uint64 // log index range; 0, 0 if the log is empty
 	logFile     string // where the log is: raft-log, or raft.db before a migration
 	snapshot    uint64 // index of the newest snapshot; 0 if none
+	// marks say how far the segment log reached (see raftlog.LogMarks);
+	// zero if none were saved (a directory from before they were).
+	marks raftlog.LogMarks
 }
 
 func (r raftDB) hasState() bool { return r.term > 0 || r.last > 0 || r.snapshot > 0 }
@@ -199,6 +273,11 @@ func (d *dataDir) inspectRaft() (raftDB, error) {
 				if v := b.Get(keyCurrentTerm); len(v) == 8 {
 					r.term = binary.BigEndian.Uint64(v)
 				}
+				m, err := raftlog.ParseMarks(b.Get(keyLogMarks))
+				if err != nil {
+					return err
+				}
+				r.marks = m
 			}
 			if b := tx.Bucket([]byte("logs")); b != nil {
 				c := b.Cursor()
@@ -275,6 +354,12 @@ func (d *dataDir) checkRaftState(bootstrap bool) error {
 		return d.fail(dirRaftLog, "is missing")
 	case r.first > 1 && r.snapshot+1 < r.first:
 		return d.fail(dirSnapshots, fmt.Sprintf("holds no snapshot of the entries before index %d, where the log in %s begins", r.first, r.logFile))
+	case r.logFile == dirRaftLog && r.marks.Check(r.first, r.last) != nil:
+		// The log lost entries it had synced (its files were deleted,
+		// or its directory emptied): this node may have acknowledged
+		// them, and with them gone it could hand out their tokens
+		// again.
+		return d.fail(dirRaftLog, fmt.Sprintf("%s (%s records how far it reached)", strings.TrimPrefix(r.marks.Check(r.first, r.last).Error(), "raftlog: the log "), fileRaftDB))
 	case r.last == 0 && r.snapshot == 0:
 		// A term but no log and no snapshot: the snapshot the log was
 		// compacted into is gone. (A member that joined and crashed
@@ -287,6 +372,27 @@ func (d *dataDir) checkRaftState(bootstrap bool) error {
 
 // keyCurrentTerm is where raft keeps its current term in the stable store.
 var keyCurrentTerm = []byte("CurrentTerm")
+
+// keyLogMarks is where the segment log's marks are kept in raft.db (see
+// raftlog.LogMarks): outside the log's own directory, so that a log whose
+// files are gone is told apart from one that never held more.
+var keyLogMarks = []byte("TenureLogMarks")
+
+// boltMarks keeps the segment log's marks in raft.db.
+type boltMarks struct{ db *raftboltdb.BoltStore }
+
+func (b boltMarks) LoadMarks() (raftlog.LogMarks, error) {
+	v, err := b.db.Get(keyLogMarks)
+	if errors.Is(err, raftboltdb.ErrKeyNotFound) {
+		return raftlog.LogMarks{}, nil
+	}
+	if err != nil {
+		return raftlog.LogMarks{}, err
+	}
+	return raftlog.ParseMarks(v)
+}
+
+func (b boltMarks) SaveMarks(m raftlog.LogMarks) error { return b.db.Set(keyLogMarks, m.Bytes()) }
 
 func isDir(path string) bool {
 	fi, err := os.Stat(path)

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,9 +31,10 @@ func dirListing(t *testing.T, dir string) string {
 	return d
 }
 
-// initialisedDir starts a single node in a new data directory, grants a
-// lease, takes a snapshot if snapshot is set, and stops the node.
-func initialisedDir(t *testing.T, snapshot bool) string {
+// initialisedDir starts a single node in a new data directory, grants
+// five leases, takes a snapshot if snapshot is set, grants after more
+// leases, and stops the node.
+func initialisedDir(t *testing.T, snapshot bool, after int) string {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := testConfig(t, "n1")
@@ -53,6 +56,11 @@ func initialisedDir(t *testing.T, snapshot bool) string {
 			t.Fatalf("snapshot: %v", err)
 		}
 	}
+	for i := range after {
+		if _, err := n.Do1(ctx, lease.Op{Type: lease.OpAcquire, Name: fmt.Sprint("y", i), Holder: "h", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +74,20 @@ func TestDamagedDataDirRefused(t *testing.T) {
 		damage   func(dir string) error
 		file     string
 	}{
+		{"raft-log emptied after a snapshot", true, func(d string) error {
+			// The log's last entries are after the snapshot: starting
+			// from the snapshot alone would grant their tokens again.
+			files, err := filepath.Glob(filepath.Join(d, "raft-log", "*"))
+			if err != nil || len(files) == 0 {
+				return fmt.Errorf("no log files: %v", err)
+			}
+			for _, f := range files {
+				if err := os.Remove(f); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, "raft-log"},
 		{"raft.db emptied", false, func(d string) error { return os.Truncate(filepath.Join(d, "raft.db"), 0) }, "raft.db"},
 		{"raft.db deleted", false, func(d string) error { return os.Remove(filepath.Join(d, "raft.db")) }, "raft.db"},
 		{"node-id deleted", false, func(d string) error { return os.Remove(filepath.Join(d, "node-id")) }, "node-id"},
@@ -98,7 +120,7 @@ func TestDamagedDataDirRefused(t *testing.T) {
 		}, "snapshots"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := initialisedDir(t, tc.snapshot)
+			dir := initialisedDir(t, tc.snapshot, 3)
 			if err := tc.damage(dir); err != nil {
 				t.Fatalf("damage: %v", err)
 			}
@@ -118,6 +140,7 @@ func TestDamagedDataDirRefused(t *testing.T) {
 				if !errors.As(err, &de) || de.File != tc.file {
 					t.Fatalf("bootstrap=%v: error %v, want a *DataDirError about %s", bootstrap, err, tc.file)
 				}
+				t.Logf("refused: %v", err)
 				if msg := err.Error(); !strings.Contains(msg, filepath.Join(dir, tc.file)) || !strings.Contains(msg, "--reset-data-dir") {
 					t.Errorf("the message does not name the file or the way out: %s", msg)
 				}
@@ -131,7 +154,7 @@ func TestDamagedDataDirRefused(t *testing.T) {
 
 // An intact directory restarts with its state and identity.
 func TestDataDirRestart(t *testing.T) {
-	dir := initialisedDir(t, true)
+	dir := initialisedDir(t, true, 0)
 	cid, err := readID(filepath.Join(dir, "cluster-id"))
 	if err != nil {
 		t.Fatal(err)
@@ -216,5 +239,94 @@ func TestLogMovedFromRaftDB(t *testing.T) {
 	defer bolt.Close()
 	if l, _ := bolt.LastIndex(); l != 0 {
 		t.Fatalf("raft.db still holds log entries up to %d after the move", l)
+	}
+}
+
+// readOnly makes dir read-only for this process: as root (who ignores
+// permissions; CI runs as root) by moving it onto a file system mounted
+// read-only, otherwise by taking away the write permission.
+func readOnly(t *testing.T, dir string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o500)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error { return os.Chmod(p, 0o700) })
+		})
+		return
+	}
+	copyTo := t.TempDir()
+	if out, err := exec.Command("cp", "-a", dir+"/.", copyTo).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	run("mount", "-t", "tmpfs", "-o", "size=1g", "tmpfs", dir)
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	run("cp", "-a", copyTo+"/.", dir)
+	run("mount", "-o", "remount,ro", dir)
+}
+
+// A data directory tenured cannot write is reported as such, never as
+// damage with advice to reset it (which would start tokens at 1 again).
+func TestReadOnlyDataDirIsNotDamage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dir  func(t *testing.T) string
+	}{
+		{"initialised", func(t *testing.T) string { return initialisedDir(t, true, 3) }},
+		{"new", func(t *testing.T) string { return t.TempDir() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.dir(t)
+			readOnly(t, dir)
+			before := dirListing(t, dir)
+			cfg := testConfig(t, "n1")
+			cfg.DataDir = dir
+			_, cfg.Transport = raft.NewInmemTransport("n1")
+			cfg.Bootstrap = true
+			n, err := New(cfg)
+			if err == nil {
+				n.Close()
+				t.Fatal("the node started on a data directory it cannot write")
+			}
+			t.Logf("refused: %v", err)
+			var ae *DataDirAccessError
+			if !errors.As(err, &ae) {
+				t.Fatalf("error %v (%T), want a *DataDirAccessError", err, err)
+			}
+			var de *DataDirError
+			if errors.As(err, &de) || strings.Contains(err.Error(), "--reset-data-dir") || !strings.Contains(err.Error(), "not damaged") {
+				t.Fatalf("a directory that cannot be written is reported as damaged: %v", err)
+			}
+			if after := dirListing(t, dir); after != before {
+				t.Fatalf("the refused start changed the directory:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
+
+func TestCannotWriteTellsAccessFromDamage(t *testing.T) {
+	for _, err := range []error{syscall.EROFS, syscall.EACCES, syscall.EPERM, syscall.ENOSPC, syscall.EDQUOT,
+		&os.PathError{Op: "open", Path: "x", Err: syscall.EROFS}, fmt.Errorf("open: %w", syscall.ENOSPC)} {
+		if !cannotWrite(err) {
+			t.Errorf("cannotWrite(%v) = false", err)
+		}
+	}
+	for _, err := range []error{syscall.EIO, raftlog.ErrCorrupt, errors.New("checksum mismatch"), os.ErrNotExist} {
+		if cannotWrite(err) {
+			t.Errorf("cannotWrite(%v) = true", err)
+		}
 	}
 }

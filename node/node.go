@@ -197,7 +197,7 @@ func (n *Node) open() error {
 			if errors.Is(err, bbolterr.ErrTimeout) {
 				return fmt.Errorf("node: data directory %s is in use by another process", cfg.DataDir)
 			}
-			return &DataDirError{Dir: cfg.DataDir, File: fileRaftDB, Problem: "cannot be opened: " + err.Error()}
+			return n.dir.accessOr(fileRaftDB, err, &DataDirError{Dir: cfg.DataDir, File: fileRaftDB, Problem: "cannot be opened: " + err.Error()})
 		}
 		n.closer = append(n.closer, bolt.Close)
 		// The log goes to segment files with one fdatasync per append (a
@@ -205,9 +205,9 @@ func (n *Node) open() error {
 		// raft.db keeps raft's term and vote, which change only at
 		// elections.
 		deferred := canHoldBackCommits(n.trans)
-		rl, err := raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), n.logOptions(deferred))
+		rl, err := raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), n.logOptions(deferred, boltMarks{bolt}))
 		if err != nil {
-			return &DataDirError{Dir: cfg.DataDir, File: dirRaftLog, Problem: "cannot be opened: " + err.Error()}
+			return n.dir.accessOr(dirRaftLog, err, &DataDirError{Dir: cfg.DataDir, File: dirRaftLog, Problem: "cannot be opened: " + err.Error()})
 		}
 		n.closer = append(n.closer, rl.Close)
 		stable = bolt
@@ -222,7 +222,7 @@ func (n *Node) open() error {
 		}
 		fss, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog)
 		if err != nil {
-			return fmt.Errorf("node: open snapshot store: %w", err)
+			return n.dir.accessOr(dirSnapshots, err, fmt.Errorf("node: open snapshot store: %w", err))
 		}
 		snaps = fss
 	}

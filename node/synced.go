@@ -92,11 +92,12 @@ func canHoldBackCommits(t raft.Transport) bool {
 
 // logOptions returns the options of n's raft log: with deferred, the
 // leader's appends are synced in the background.
-func (n *Node) logOptions(deferred bool) raftlog.Options {
+func (n *Node) logOptions(deferred bool, marks raftlog.Marks) raftlog.Options {
 	if !deferred {
-		return raftlog.Options{}
+		return raftlog.Options{Marks: marks}
 	}
 	return raftlog.Options{
+		Marks: marks,
 		DeferSync: func(logs []*raft.Log) bool {
 			r := n.raftRef.Load()
 			return r != nil && deferSync(r.State(), logs)
