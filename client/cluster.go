@@ -116,6 +116,10 @@ type JoinRequest struct {
 	// data directory), or "" for a new node. A node of another cluster
 	// is refused.
 	ClusterID string
+	// CatchingUp says the node holds no raft state it can vouch for: its
+	// data directory is new, or it has not caught up since it joined
+	// with one. A voter with its ID is demoted until it has caught up.
+	CatchingUp bool
 }
 
 // JoinResult is the cluster a node joined.
@@ -125,6 +129,9 @@ type JoinResult struct {
 	ClusterID string
 	// Members are the members after the change.
 	Members []Member
+	// CatchUpIndex, for a node that is catching up, is the raft index its
+	// log must reach before it votes.
+	CatchUpIndex uint64
 }
 
 // Join adds a node to the cluster (as a non-voter that the leader promotes
@@ -132,12 +139,13 @@ type JoinResult struct {
 // not retried once possibly delivered.
 func (c *Client) Join(ctx context.Context, req JoinRequest) (JoinResult, error) {
 	res, _, err := unary(ctx, c, retryUnsent,
-		&tenurev1.JoinRequest{NodeId: req.NodeID, RaftAddress: req.RaftAddr, ApiAddress: req.APIAddr, ClusterId: req.ClusterID},
+		&tenurev1.JoinRequest{NodeId: req.NodeID, RaftAddress: req.RaftAddr, ApiAddress: req.APIAddr, ClusterId: req.ClusterID,
+			CatchingUp: req.CatchingUp},
 		clusterService, tenurev1connect.ClusterServiceClient.Join)
 	if err != nil {
 		return JoinResult{}, err
 	}
-	return JoinResult{ClusterID: res.GetClusterId(), Members: membersFromProto(res.GetMembers())}, nil
+	return JoinResult{ClusterID: res.GetClusterId(), Members: membersFromProto(res.GetMembers()), CatchUpIndex: res.GetCatchUpIndex()}, nil
 }
 
 // Leave removes the node nodeID from the cluster.

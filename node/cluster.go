@@ -152,44 +152,82 @@ func stateName(s raft.RaftState) string {
 	return "shutdown"
 }
 
+// JoinRequest is a node asking to be added to the cluster.
+type JoinRequest struct {
+	ID, RaftAddr, APIAddr string
+	// CatchingUp says the node holds no raft state it can vouch for (see
+	// catchup.go): a member with its ID lost the log it acknowledged
+	// entries with.
+	CatchingUp bool
+}
+
 // Join adds a server to the cluster as a non-voter; the leader's promoter
-// makes it a voter once it has caught up. Joining again with the same ID
-// and addresses is a no-op, so a restarted node may always call it. Only
-// the leader serves it.
-func (n *Node) Join(ctx context.Context, id, raftAddr, apiAddr string) error {
+// makes it a voter once it has caught up. Only the leader serves it.
+//
+// Joining again with the same ID and addresses changes nothing for a node
+// that kept its state, so a restarted node may always call it. A node that
+// is catching up gets its catch-up index back: the index of an entry
+// appended after the join was handled, which its log must reach before it
+// votes. A voter with its ID is demoted to a non-voter first: it lost the
+// log it voted and acknowledged entries with, and catches up as a
+// non-voter.
+func (n *Node) Join(ctx context.Context, req JoinRequest) (catchUpIndex uint64, err error) {
 	if !n.IsLeader() {
-		return ErrNotLeader
+		return 0, ErrNotLeader
 	}
+	id, raftAddr, apiAddr := req.ID, req.RaftAddr, req.APIAddr
 	if id == "" || raftAddr == "" || apiAddr == "" {
-		return fmt.Errorf("node: join needs an ID, a raft address and an API address")
+		return 0, fmt.Errorf("node: join needs an ID, a raft address and an API address")
+	}
+	if id == n.cfg.ID {
+		// The leader asking to join itself (it led before it asked).
+		return 0, nil
 	}
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return mapRaftError(err)
+		return 0, mapRaftError(err)
 	}
+	var member *raft.Server
 	for _, s := range f.Configuration().Servers {
 		switch {
 		case s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(raftAddr):
-			if a, _ := n.fsm.member(id); a != apiAddr {
-				return n.applyMember(ctx, memberInfo{ID: id, APIAddr: apiAddr})
-			}
-			return nil
+			member = &s
 		case s.ID == raft.ServerID(id) || s.Address == raft.ServerAddress(raftAddr):
 			// Same ID at a new address, or a new ID at a used address:
 			// the old entry is stale. Remove it first.
 			if err := n.wait(n.raft.RemoveServer(s.ID, 0, n.timeout(ctx))); err != nil {
-				return mapRaftError(err)
+				return 0, mapRaftError(err)
 			}
 		}
 	}
-	if err := n.applyMember(ctx, memberInfo{ID: id, APIAddr: apiAddr}); err != nil {
-		return err
+	if member != nil && !req.CatchingUp {
+		if a, _ := n.fsm.member(id); a != apiAddr {
+			_, err := n.applyMember(ctx, memberInfo{ID: id, APIAddr: apiAddr})
+			return 0, err
+		}
+		return 0, nil
 	}
-	if err := n.wait(n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.timeout(ctx))); err != nil {
-		return mapRaftError(err)
+	if member != nil && member.Suffrage == raft.Voter {
+		if err := n.wait(n.raft.DemoteVoter(member.ID, 0, n.timeout(ctx))); err != nil {
+			return 0, mapRaftError(err)
+		}
+		n.log.Warn("a voter joined again without the raft log it had: demoted it to a non-voter until it has caught up",
+			"id", id, "raft", raftAddr)
 	}
-	n.log.Info("added non-voter", "id", id, "raft", raftAddr, "api", apiAddr)
-	return nil
+	index, err := n.applyMember(ctx, memberInfo{ID: id, APIAddr: apiAddr})
+	if err != nil {
+		return 0, err
+	}
+	if member == nil {
+		if err := n.wait(n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.timeout(ctx))); err != nil {
+			return 0, mapRaftError(err)
+		}
+		n.log.Info("added non-voter", "id", id, "raft", raftAddr, "api", apiAddr)
+	}
+	if !req.CatchingUp {
+		return 0, nil
+	}
+	return index, nil
 }
 
 // Leave removes a server from the cluster. Only the leader serves it. It
@@ -213,14 +251,14 @@ func (n *Node) Leave(ctx context.Context, id string) error {
 	}
 	if id == n.cfg.ID {
 		api, _ := n.fsm.member(id)
-		if err := n.applyMember(ctx, memberInfo{ID: id}); err != nil {
+		if _, err := n.applyMember(ctx, memberInfo{ID: id}); err != nil {
 			return err
 		}
 		if err := n.wait(n.raft.RemoveServer(raft.ServerID(id), 0, n.timeout(ctx))); err != nil {
 			// Still a member: publish its API address again (best
 			// effort; a restart publishes it too).
 			if n.IsLeader() {
-				_ = n.applyMember(ctx, memberInfo{ID: id, APIAddr: api})
+				_, _ = n.applyMember(ctx, memberInfo{ID: id, APIAddr: api})
 			}
 			return mapRaftError(err)
 		}
@@ -231,7 +269,8 @@ func (n *Node) Leave(ctx context.Context, id string) error {
 		return mapRaftError(err)
 	}
 	n.log.Info("removed server", "id", id)
-	return n.applyMember(ctx, memberInfo{ID: id})
+	_, err = n.applyMember(ctx, memberInfo{ID: id})
+	return err
 }
 
 // TransferLeadership hands leadership to id, or to the most up-to-date
@@ -292,11 +331,13 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) (string, error
 	}
 }
 
-func (n *Node) applyMember(ctx context.Context, m memberInfo) error {
-	if err := n.wait(n.raft.Apply(encodeMember(m), n.timeout(ctx))); err != nil {
-		return mapRaftError(err)
+// applyMember records m in the log and returns the index of its entry.
+func (n *Node) applyMember(ctx context.Context, m memberInfo) (uint64, error) {
+	f := n.raft.Apply(encodeMember(m), n.timeout(ctx))
+	if err := n.wait(f); err != nil {
+		return 0, mapRaftError(err)
 	}
-	return nil
+	return f.Index(), nil
 }
 
 func (n *Node) timeout(ctx context.Context) time.Duration {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 	bbolterr "go.etcd.io/bbolt/errors"
@@ -117,6 +118,10 @@ type dataDir struct {
 	initialised bool   // it has a cluster-id file
 	nodeID      string // "" if not initialised
 	clusterID   string // "" if not initialised
+	// catchingUp says the node has not caught up since it joined (see
+	// catchup.go), and catchUpIndex to where (0: not known yet).
+	catchingUp   bool
+	catchUpIndex uint64
 }
 
 func (d *dataDir) fail(file, problem string) error {
@@ -155,6 +160,10 @@ func openDataDir(path string) (*dataDir, error) {
 		return nil, d.fail(fileNodeID, nidErr.Error())
 	}
 	d.nodeID = nid
+	var cerr error
+	if d.catchingUp, d.catchUpIndex, cerr = readCatchUp(path); cerr != nil {
+		return nil, d.fail(fileCatchingUp, cerr.Error())
+	}
 	switch fi, err := os.Stat(filepath.Join(path, fileRaftDB)); {
 	case errors.Is(err, os.ErrNotExist):
 		return nil, d.fail(fileRaftDB, "is missing")
@@ -188,8 +197,16 @@ func readID(path string) (string, error) {
 }
 
 // initialise records the node and cluster IDs, making the directory
-// initialised. Each file is written whole or not at all, and synced.
-func (d *dataDir) initialise(nodeID, clusterID string) error {
+// initialised. Each file is written whole or not at all, and synced. A
+// joining node's directory is marked catching up first (see catchup.go),
+// so that it never looks initialised without the mark.
+func (d *dataDir) initialise(nodeID, clusterID string, joining bool) error {
+	if joining {
+		if err := writeCatchUp(d.path, 0); err != nil {
+			return d.accessOr(fileCatchingUp, err, fmt.Errorf("node: record %s: %w", fileCatchingUp, err))
+		}
+		d.catchingUp = true
+	}
 	for _, f := range []struct{ name, id string }{{fileNodeID, nodeID}, {fileClusterID, clusterID}} {
 		if err := writeFileSync(filepath.Join(d.path, f.name), []byte(f.id+"\n")); err != nil {
 			return d.accessOr(f.name, err, fmt.Errorf("node: record %s: %w", f.name, err))
@@ -397,4 +414,37 @@ func (b boltMarks) SaveMarks(m raftlog.LogMarks) error { return b.db.Set(keyLogM
 func isDir(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.IsDir()
+}
+
+// markingSnapshots saves the raft log's marks whenever a snapshot is
+// stored: the log then reaches at least as far as the snapshot, and a log
+// emptied later, with the snapshot left, is refused at the next start
+// instead of the snapshot being taken for all the node had.
+type markingSnapshots struct {
+	raft.SnapshotStore
+	rl *raftlog.Store
+}
+
+func (s markingSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := s.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	return markingSink{SnapshotSink: sink, rl: s.rl}, nil
+}
+
+type markingSink struct {
+	raft.SnapshotSink
+	rl *raftlog.Store
+}
+
+func (s markingSink) Close() error {
+	if err := s.SnapshotSink.Close(); err != nil {
+		return err
+	}
+	// A failure leaves the marks lower than they could be, never higher;
+	// the log's own saves go on.
+	_ = s.rl.SaveMarks()
+	return nil
 }

@@ -91,7 +91,7 @@ func TestMembershipErrors(t *testing.T) {
 	}
 	// A member that cannot be reached never catches up, so it stays a
 	// non-voter, and cannot lead.
-	if err := l.Join(ctx, "ghost", "127.0.0.1:1", "127.0.0.1:2"); err != nil {
+	if _, err := l.Join(ctx, node.JoinRequest{ID: "ghost", RaftAddr: "127.0.0.1:1", APIAddr: "127.0.0.1:2"}); err != nil {
 		t.Fatalf("add an unreachable non-voter: %v", err)
 	}
 	if _, err := l.TransferLeadership(ctx, "ghost"); !errors.Is(err, node.ErrNotVoter) {

@@ -87,6 +87,8 @@ type Node struct {
 	// transferUntil is, in Unix nanoseconds, when the last leadership
 	// transfer this node started is surely over (see noteTransfer).
 	transferUntil atomic.Int64
+	// catch is whether this node is catching up (see catchup.go).
+	catch catchUp
 	closeOnce     sync.Once
 	wg            sync.WaitGroup
 }
@@ -123,11 +125,12 @@ func New(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.proposer()
 	go n.completer()
 	go n.watchLeadership()
 	go n.watchRemoval()
+	go n.watchCatchUp()
 	return n, nil
 }
 
@@ -179,11 +182,24 @@ func (n *Node) open() error {
 			return t.Close()
 		})
 	}
+	if g := newVoteGate(n.trans, n.mayVote); g != nil {
+		n.trans = g
+		n.closer = append(n.closer, g.stop)
+	}
 	if cfg.ID == "" {
 		cfg.ID = string(n.trans.LocalAddr())
 	}
 	if n.dir != nil && n.dir.initialised {
 		n.setClusterID(n.dir.clusterID)
+	}
+	// A node with no raft state to vouch for catches up before it votes
+	// (see catchup.go); one that bootstraps a cluster is that cluster.
+	switch {
+	case n.dir == nil || !n.dir.initialised:
+		n.catch.done.Store(cfg.Bootstrap)
+	default:
+		n.catch.done.Store(!n.dir.catchingUp)
+		n.catch.index = n.dir.catchUpIndex
 	}
 	if cfg.InMemory {
 		mem := raft.NewInmemStore()
@@ -224,7 +240,7 @@ func (n *Node) open() error {
 		if err != nil {
 			return n.dir.accessOr(dirSnapshots, err, fmt.Errorf("node: open snapshot store: %w", err))
 		}
-		snaps = fss
+		snaps = markingSnapshots{SnapshotStore: fss, rl: rl}
 	}
 	hasState, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
@@ -246,7 +262,7 @@ func (n *Node) open() error {
 		// A new cluster: record its identity before raft writes a byte.
 		id := NewClusterID()
 		if n.dir != nil {
-			if err := n.dir.initialise(cfg.ID, id); err != nil {
+			if err := n.dir.initialise(cfg.ID, id, false); err != nil {
 				return err
 			}
 		}
@@ -295,10 +311,15 @@ func (n *Node) setClusterID(id string) {
 }
 
 // SetClusterID records the ID of the cluster this node joined (a joining
-// node learns it from the member that added it) and lets raft traffic of
-// that cluster in. It fails with ErrOtherCluster if the node already
-// belongs to another cluster.
-func (n *Node) SetClusterID(id string) error {
+// node learns it from the member that added it, or from the log) and lets
+// raft traffic of that cluster in. It fails with ErrOtherCluster if the
+// node already belongs to another cluster. A node that joined with its
+// catch-up index calls Joined instead.
+func (n *Node) SetClusterID(id string) error { return n.setCluster(id, true) }
+
+// setCluster records the cluster ID; a data directory it initialises is
+// marked as catching up (see catchup.go).
+func (n *Node) setCluster(id string, joining bool) error {
 	n.idMu.Lock()
 	defer n.idMu.Unlock()
 	if id == "" {
@@ -311,7 +332,7 @@ func (n *Node) SetClusterID(id string) error {
 		return fmt.Errorf("%w: this node belongs to cluster %s, not %s", ErrOtherCluster, cur, id)
 	}
 	if n.dir != nil && !n.dir.initialised {
-		if err := n.dir.initialise(n.cfg.ID, id); err != nil {
+		if err := n.dir.initialise(n.cfg.ID, id, joining); err != nil {
 			return err
 		}
 	}

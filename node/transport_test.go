@@ -135,7 +135,7 @@ func TestRaftTrafficFromAnotherClusterRefused(t *testing.T) {
 
 	// A's leader itself, pointed at B's raft address as if it were a
 	// member of A there, gets nowhere either.
-	if err := a.Join(ctx, "b1-as-seen-by-a", b.RaftAddr(), "127.0.0.1:1"); err != nil {
+	if _, err := a.Join(ctx, JoinRequest{ID: "b1-as-seen-by-a", RaftAddr: b.RaftAddr(), APIAddr: "127.0.0.1:1"}); err != nil {
 		t.Fatalf("add B's address to A: %v", err)
 	}
 	waitFor(t, "B's node to refuse A's leader", 5*time.Second, func() bool {
@@ -220,7 +220,11 @@ func TestFollowerSuspectsALeaderWhoseConnectionBroke(t *testing.T) {
 		if err := f.SetClusterID(l.ClusterID()); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Join(ctxT(t, 10*time.Second), id, f.RaftAddr(), "api-"+id); err != nil {
+		index, err := l.Join(ctxT(t, 10*time.Second), JoinRequest{ID: id, RaftAddr: f.RaftAddr(), APIAddr: "api-" + id, CatchingUp: f.CatchingUp()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Joined(l.ClusterID(), index); err != nil {
 			t.Fatal(err)
 		}
 		followers = append(followers, f)

@@ -87,10 +87,12 @@ func (c *clusterService) Join(ctx context.Context, req *connect.Request[tenurev1
 				return nil, connect.NewError(connect.CodeFailedPrecondition,
 					fmt.Errorf("server: node %s belongs to cluster %s, this is cluster %s: it cannot join", m.GetNodeId(), theirs, ours))
 			}
-			if err := c.s.node.Join(ctx, m.GetNodeId(), m.GetRaftAddress(), m.GetApiAddress()); err != nil {
+			index, err := c.s.node.Join(ctx, node.JoinRequest{ID: m.GetNodeId(), RaftAddr: m.GetRaftAddress(), APIAddr: m.GetApiAddress(),
+				CatchingUp: m.GetCatchingUp()})
+			if err != nil {
 				return nil, toConnect(err)
 			}
-			return &tenurev1.JoinResponse{ClusterId: ours, Members: statusToProto(c.s.node.Status()).Members}, nil
+			return &tenurev1.JoinResponse{ClusterId: ours, Members: statusToProto(c.s.node.Status()).Members, CatchUpIndex: index}, nil
 		})
 }
 

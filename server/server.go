@@ -31,7 +31,7 @@ type Node interface {
 	Acquire(ctx context.Context, op lease.Op) (lease.Result, error)
 	Watch(prefix string) (*node.Watch, error)
 	Status() node.Status
-	Join(ctx context.Context, id, raftAddr, apiAddr string) error
+	Join(ctx context.Context, req node.JoinRequest) (catchUpIndex uint64, err error)
 	Leave(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) (string, error)
 }

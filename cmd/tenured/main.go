@@ -417,13 +417,14 @@ func joinLoop(ctx context.Context, log *slog.Logger, sec *security, addr string,
 			cancel()
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		res, err := c.Join(rctx, client.JoinRequest{NodeID: n.ID(), RaftAddr: n.RaftAddr(), APIAddr: apiAddr, ClusterID: n.ClusterID()})
+		res, err := c.Join(rctx, client.JoinRequest{NodeID: n.ID(), RaftAddr: n.RaftAddr(), APIAddr: apiAddr, ClusterID: n.ClusterID(),
+			CatchingUp: n.CatchingUp()})
 		cancel()
 		if err == nil {
-			if err := n.SetClusterID(res.ClusterID); err != nil {
+			if err := n.Joined(res.ClusterID, res.CatchUpIndex); err != nil {
 				return fmt.Errorf("--join %s: %w", addr, err)
 			}
-			log.Info("joined the cluster", "via", addr, "cluster", res.ClusterID)
+			log.Info("joined the cluster", "via", addr, "cluster", res.ClusterID, "catch_up_index", res.CatchUpIndex)
 			return nil
 		}
 		if errors.Is(err, client.ErrInvalid) || connect.CodeOf(err) == connect.CodeFailedPrecondition {

@@ -151,7 +151,12 @@ func (c *Cluster) form(ctx context.Context) error {
 		err := Poll(ctx, m.ID+" to join", func() error {
 			for _, l := range c.members[:i+1] {
 				if l.Node.IsLeader() {
-					return l.Node.Join(ctx, m.ID, m.Node.RaftAddr(), m.apiAddr())
+					index, err := l.Node.Join(ctx, node.JoinRequest{ID: m.ID, RaftAddr: m.Node.RaftAddr(), APIAddr: m.apiAddr(),
+						CatchingUp: m.Node.CatchingUp()})
+					if err != nil {
+						return err
+					}
+					return m.Node.Joined(l.Node.ClusterID(), index)
 				}
 			}
 			return node.ErrNoLeader

@@ -22,8 +22,9 @@ var ErrLost = errors.New("raftlog: the log lost entries it had synced")
 //
 // The store saves its marks after a change that lowers them (a deletion)
 // and before the change itself, and otherwise every Options.MarkInterval
-// while entries are appended, and at Close. Last therefore never exceeds
-// what is synced, and lags it by at most about MarkInterval.
+// while entries are appended, at Close, and whenever its owner calls
+// SaveMarks (a raft node does after each snapshot). Last therefore never
+// exceeds what is synced, and lags it by at most about MarkInterval.
 type LogMarks struct {
 	// First is where the log must begin, at the latest: entries before
 	// it may have been deleted, entries from it on may not. 0 promises
@@ -33,6 +34,10 @@ type LogMarks struct {
 	// reach it. 0 promises nothing.
 	Last uint64
 }
+
+// DefaultMarkInterval is how often a store saves its marks while entries
+// are appended, unless Options.MarkInterval says otherwise.
+const DefaultMarkInterval = 250 * time.Millisecond
 
 // Marks keeps a log's marks durably.
 type Marks interface {
@@ -104,7 +109,7 @@ func (st *Store) startMarks() error {
 	}
 	every := st.opts.MarkInterval
 	if every <= 0 {
-		every = time.Second
+		every = DefaultMarkInterval
 	}
 	st.markStop, st.markDone = make(chan struct{}), make(chan struct{})
 	go func() {
@@ -149,6 +154,16 @@ func (st *Store) currentMarksLocked() LogMarks {
 		return LogMarks{First: st.firstIndex()}
 	}
 	return LogMarks{First: st.firstIndex(), Last: last}
+}
+
+// SaveMarks saves the marks of the log as it is now (see LogMarks); the
+// store also does so by itself every MarkInterval. It does nothing without
+// Options.Marks.
+func (st *Store) SaveMarks() error {
+	if st.opts.Marks == nil {
+		return nil
+	}
+	return st.saveMarks()
 }
 
 // saveMarks saves the marks of the log as it is now, unless a deletion

@@ -95,7 +95,7 @@ type Options struct {
 	// them, and the store keeps them up to date.
 	Marks Marks
 	// MarkInterval is how often the store saves its marks while entries
-	// are appended. Default 1s.
+	// are appended. Default DefaultMarkInterval.
 	MarkInterval time.Duration
 	// BeforeBackgroundSync, if set, is called by the syncer before each
 	// sync of deferred appends (tests hold syncs back with it).

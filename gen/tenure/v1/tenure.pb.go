@@ -2303,7 +2303,13 @@ type JoinRequest struct {
 	ApiAddress  string                 `protobuf:"bytes,3,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
 	// The cluster the joining node belongs to, from its data directory;
 	// empty for a new node. A member of another cluster is refused.
-	ClusterId     string `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId string `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Set when the joining node holds no raft state it can vouch for: its
+	// data directory is new (or in memory), or it has not caught up since
+	// it joined with one. A member with this ID that is a voter lost the
+	// log it acknowledged entries with: the leader demotes it to a
+	// non-voter until it has caught up.
+	CatchingUp    bool `protobuf:"varint,5,opt,name=catching_up,json=catchingUp,proto3" json:"catching_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2366,12 +2372,24 @@ func (x *JoinRequest) GetClusterId() string {
 	return ""
 }
 
+func (x *JoinRequest) GetCatchingUp() bool {
+	if x != nil {
+		return x.CatchingUp
+	}
+	return false
+}
+
 type JoinResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
 	// The cluster's ID: a new node records it and accepts raft traffic of
 	// this cluster only.
-	ClusterId     string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// For a node that is catching up: a raft index the leader appended
+	// after the join. Its log holds every entry ever committed once it
+	// reaches this index; until then the node neither votes nor stands
+	// for election.
+	CatchUpIndex  uint64 `protobuf:"varint,3,opt,name=catch_up_index,json=catchUpIndex,proto3" json:"catch_up_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2418,6 +2436,13 @@ func (x *JoinResponse) GetClusterId() string {
 		return x.ClusterId
 	}
 	return ""
+}
+
+func (x *JoinResponse) GetCatchUpIndex() uint64 {
+	if x != nil {
+		return x.CatchUpIndex
+	}
+	return 0
 }
 
 type LeaveRequest struct {
@@ -2745,18 +2770,21 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"last_token\x18\r \x01(\x04R\tlastToken\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x0e \x01(\tR\tclusterId\x12#\n" +
-	"\rleases_stored\x18\x0f \x01(\x04R\fleasesStored\"\x89\x01\n" +
+	"\rleases_stored\x18\x0f \x01(\x04R\fleasesStored\"\xaa\x01\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
 	"\vapi_address\x18\x03 \x01(\tR\n" +
 	"apiAddress\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x04 \x01(\tR\tclusterId\"Z\n" +
+	"cluster_id\x18\x04 \x01(\tR\tclusterId\x12\x1f\n" +
+	"\vcatching_up\x18\x05 \x01(\bR\n" +
+	"catchingUp\"\x80\x01\n" +
 	"\fJoinResponse\x12+\n" +
 	"\amembers\x18\x01 \x03(\v2\x11.tenure.v1.MemberR\amembers\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x02 \x01(\tR\tclusterId\"'\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12$\n" +
+	"\x0ecatch_up_index\x18\x03 \x01(\x04R\fcatchUpIndex\"'\n" +
 	"\fLeaveRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x0f\n" +
 	"\rLeaveResponse\"4\n" +
