@@ -88,9 +88,9 @@ type Node struct {
 	// transfer this node started is surely over (see noteTransfer).
 	transferUntil atomic.Int64
 	// catch is whether this node is catching up (see catchup.go).
-	catch catchUp
-	closeOnce     sync.Once
-	wg            sync.WaitGroup
+	catch     catchUp
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 }
 
 // New opens (or creates) the node's stores and starts raft and the node's
