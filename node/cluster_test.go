@@ -640,3 +640,46 @@ func TestClusterTransferLeadership(t *testing.T) {
 	led.verify(t, ctx, c.do)
 	checkNewToken(t, ctx, c.do, "after-close", led.max())
 }
+
+// A voter that comes back without its log is demoted until it has caught
+// up, and gets a catch-up index past every entry the leader has; the
+// promoter makes it a voter again. A member that kept its log and asks
+// to join again changes nothing.
+func TestJoinDemotesAVoterThatLostItsLog(t *testing.T) {
+	c := newCluster(t, nil)
+	l := c.Leader()
+	f := c.others(l)[0]
+	ctx := within(t, 20*time.Second)
+	last := l.Node.Status().LastIndex
+	index, err := l.Node.Join(ctx, node.JoinRequest{ID: f.ID, RaftAddr: f.Node.RaftAddr(), APIAddr: "api-" + f.ID, CatchingUp: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if index <= last {
+		t.Fatalf("catch-up index %d is not past the leader's last index %d at the join", index, last)
+	}
+	suffrage := func() bool {
+		for _, m := range l.Node.Status().Members {
+			if m.ID == f.ID {
+				return m.Voter
+			}
+		}
+		t.Fatalf("%s is no member", f.ID)
+		return false
+	}
+	if suffrage() {
+		t.Fatalf("%s is still a voter right after it joined again without its log", f.ID)
+	}
+	for !suffrage() {
+		if ctx.Err() != nil {
+			t.Fatalf("%s was not made a voter again after it caught up", f.ID)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if idx, err := l.Node.Join(ctx, node.JoinRequest{ID: f.ID, RaftAddr: f.Node.RaftAddr(), APIAddr: "api-" + f.ID}); err != nil || idx != 0 {
+		t.Fatalf("join of a member that kept its log: index %d, %v", idx, err)
+	}
+	if !suffrage() {
+		t.Fatalf("a join of a member that kept its log demoted it")
+	}
+}
