@@ -112,4 +112,3 @@ func readCatchUpFile(t *testing.T, dir string) (uint64, error) {
 	_, index, err := readCatchUp(dir)
 	return index, err
 }
-
