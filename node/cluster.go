@@ -57,6 +57,11 @@ type Status struct {
 	LastToken uint64
 	// ClusterID is the cluster's ID ("" before this node joined one).
 	ClusterID string
+	// CatchingUp says this node neither votes nor stands for election
+	// until its log reaches CatchUpIndex (0: not known yet); see
+	// catchup.go.
+	CatchingUp   bool
+	CatchUpIndex uint64
 }
 
 // Status returns this node's view of the cluster.
@@ -70,6 +75,8 @@ func (n *Node) Status() Status {
 		CommitIndex:  n.raft.CommitIndex(),
 		LastIndex:    n.raft.LastIndex(),
 		MinTTL:       n.limits.MinTTL,
+		CatchingUp:   n.CatchingUp(),
+		CatchUpIndex: n.CatchUpIndex(),
 	}
 	if st.State == "leader" && !n.IsLeader() {
 		st.State = "leader (taking over)"

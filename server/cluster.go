@@ -37,6 +37,8 @@ func statusToProto(st node.Status) *tenurev1.StatusResponse {
 		LeasesStored:  uint64(st.Stored),
 		LastToken:     st.LastToken,
 		ClusterId:     st.ClusterID,
+		CatchingUp:    st.CatchingUp,
+		CatchUpIndex:  st.CatchUpIndex,
 	}
 	for _, m := range st.Members {
 		suffrage := "nonvoter"

@@ -2156,7 +2156,13 @@ type StatusResponse struct {
 	// The ID of the cluster this node belongs to (empty before it joined).
 	ClusterId string `protobuf:"bytes,14,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// Leases stored: live, or expired and not yet freed by the expirer.
-	LeasesStored  uint64 `protobuf:"varint,15,opt,name=leases_stored,json=leasesStored,proto3" json:"leases_stored,omitempty"`
+	LeasesStored uint64 `protobuf:"varint,15,opt,name=leases_stored,json=leasesStored,proto3" json:"leases_stored,omitempty"`
+	// Set while this node catches up after it joined with no raft state
+	// it could vouch for (a new data directory): it neither votes nor
+	// stands for election until its log reaches this index. 0 otherwise
+	// (and while the index is not known yet, catching_up says so).
+	CatchUpIndex  uint64 `protobuf:"varint,16,opt,name=catch_up_index,json=catchUpIndex,proto3" json:"catch_up_index,omitempty"`
+	CatchingUp    bool   `protobuf:"varint,17,opt,name=catching_up,json=catchingUp,proto3" json:"catching_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2294,6 +2300,20 @@ func (x *StatusResponse) GetLeasesStored() uint64 {
 		return x.LeasesStored
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetCatchUpIndex() uint64 {
+	if x != nil {
+		return x.CatchUpIndex
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetCatchingUp() bool {
+	if x != nil {
+		return x.CatchingUp
+	}
+	return false
 }
 
 type JoinRequest struct {
@@ -2750,7 +2770,7 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12<\n" +
 	"\flast_contact\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vlastContact\"\x0f\n" +
-	"\rStatusRequest\"\x98\x04\n" +
+	"\rStatusRequest\"\xdf\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -2770,7 +2790,10 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"last_token\x18\r \x01(\x04R\tlastToken\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x0e \x01(\tR\tclusterId\x12#\n" +
-	"\rleases_stored\x18\x0f \x01(\x04R\fleasesStored\"\xaa\x01\n" +
+	"\rleases_stored\x18\x0f \x01(\x04R\fleasesStored\x12$\n" +
+	"\x0ecatch_up_index\x18\x10 \x01(\x04R\fcatchUpIndex\x12\x1f\n" +
+	"\vcatching_up\x18\x11 \x01(\bR\n" +
+	"catchingUp\"\xaa\x01\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
