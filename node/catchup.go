@@ -90,7 +90,7 @@ func writeCatchUp(dir string, index uint64) error {
 
 // CatchingUp reports whether this node is catching up: it neither votes
 // nor stands for election until its log reaches the catch-up index.
-func (n *Node) CatchingUp() bool { return !n.mayVote() }
+func (n *Node) CatchingUp() bool { return !n.logCaughtUp() }
 
 // CatchUpIndex returns the raft index this node catches up to, 0 if it
 // has caught up or does not know the index yet.
@@ -126,10 +126,34 @@ func (n *Node) Joined(id string, catchUpIndex uint64) error {
 	return nil
 }
 
-// mayVote reports whether this node may vote and stand for election: it
-// is not catching up, or its log has reached the catch-up index (then it
-// stops catching up for good).
+// mayVote reports whether this node may vote and stand for election (see
+// logCaughtUp); the vote gate asks it, and a refusal is logged (at most every
+// ten seconds).
 func (n *Node) mayVote() bool {
+	if n.logCaughtUp() {
+		return true
+	}
+	n.catch.mu.Lock()
+	defer n.catch.mu.Unlock()
+	if time.Since(n.catch.warned) > 10*time.Second {
+		n.catch.warned = time.Now()
+		if n.catch.index == 0 {
+			n.log.Warn("not voting: this node joined with no raft state it can vouch for and has no catch-up index yet; "+
+				"it gets one when its join is answered (start it with --join ADDR of a member)", "node_id", n.cfg.ID)
+		} else {
+			last := uint64(0)
+			if r := n.raftRef.Load(); r != nil {
+				last = r.LastIndex()
+			}
+			n.log.Warn("not voting until this node has caught up with the cluster", "catch_up_index", n.catch.index, "last_index", last)
+		}
+	}
+	return false
+}
+
+// logCaughtUp reports whether this node is not catching up, or its log
+// has reached the catch-up index (then it stops catching up for good).
+func (n *Node) logCaughtUp() bool {
 	if n.catch.done.Load() {
 		return true
 	}
@@ -140,15 +164,6 @@ func (n *Node) mayVote() bool {
 	}
 	r := n.raftRef.Load()
 	if n.catch.index == 0 || r == nil || r.LastIndex() < n.catch.index {
-		if time.Since(n.catch.warned) > 10*time.Second {
-			n.catch.warned = time.Now()
-			if n.catch.index == 0 {
-				n.log.Warn("not voting: this node joined with no raft state it can vouch for and has no catch-up index yet; "+
-					"it gets one when its join is answered (start it with --join ADDR of a member)", "node_id", n.cfg.ID)
-			} else {
-				n.log.Warn("not voting until this node has caught up with the cluster", "catch_up_index", n.catch.index, "last_index", r.LastIndex())
-			}
-		}
 		return false
 	}
 	if n.dir != nil {
@@ -178,7 +193,7 @@ func (n *Node) watchCatchUp() {
 		case <-n.closing:
 			return
 		case <-t.C:
-			n.mayVote()
+			n.logCaughtUp()
 		}
 	}
 }

@@ -45,8 +45,7 @@ func TestCatchingUpNodeDoesNotVote(t *testing.T) {
 	fcfg.Transport = ftr
 	f := mustNode(t, fcfg)
 	defer f.Close()
-	cand, ctr := raft.NewInmemTransport("candidate")
-	_ = cand
+	_, ctr := raft.NewInmemTransport("candidate")
 	ctr.Connect(faddr, ftr)
 	ftr.Connect("candidate", ctr)
 
@@ -54,10 +53,10 @@ func TestCatchingUpNodeDoesNotVote(t *testing.T) {
 		t.Fatal("a node with a new data directory that joins is not catching up")
 	}
 	v, p := askVote(t, ctr, faddr)
-	if !errors.Is(v, errNotVoting) && (v == nil || v.Error() != errNotVoting.Error()) {
+	if !errors.Is(v, errNotVoting) {
 		t.Fatalf("vote request to a catching-up node: %v, want a refusal", v)
 	}
-	if p == nil || p.Error() != errNotVoting.Error() {
+	if !errors.Is(p, errNotVoting) {
 		t.Fatalf("pre-vote request to a catching-up node: %v, want a refusal", p)
 	}
 	var resp raft.RequestVoteResponse
