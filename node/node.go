@@ -200,6 +200,11 @@ func (n *Node) open() error {
 	default:
 		n.catch.done.Store(!n.dir.catchingUp)
 		n.catch.index = n.dir.catchUpIndex
+		if n.dir.catchingUp {
+			n.log.Warn("this node has not caught up since it joined its cluster with a new data directory: it votes "+
+				"once its log reaches the catch-up index (0: not known until a join is answered; start it with --join)",
+				"catch_up_index", n.dir.catchUpIndex)
+		}
 	}
 	if cfg.InMemory {
 		mem := raft.NewInmemStore()
