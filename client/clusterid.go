@@ -68,7 +68,10 @@ func (c *Client) checkCluster(addr string, h http.Header) error {
 	seen := v[0]
 	want := c.clusterID.Load()
 	if want == nil {
-		if c.clusterID.CompareAndSwap(nil, &seen) {
+		// A copy of its own, so that only pinning allocates: the hot
+		// path (an ID already pinned) takes no address.
+		id := seen
+		if c.clusterID.CompareAndSwap(nil, &id) {
 			return nil
 		}
 		want = c.clusterID.Load() // another answer pinned it first
