@@ -268,3 +268,53 @@ func TestConfigClusterIDIsChecked(t *testing.T) {
 		t.Error("a cluster ID with a leading space was accepted")
 	}
 }
+
+// TestWatchReconnectsOnlyToItsCluster breaks a watch on cluster A and
+// makes A refuse the next watch once: the client meets cluster B on the
+// way back and passes over it, so every event after the reset is A's.
+func TestWatchReconnectsOnlyToItsCluster(t *testing.T) {
+	breakFirst := make(chan struct{})
+	var streams atomic.Int32
+	a := clusterFake("cluster-a", 7)
+	a.Watch = func(ctx context.Context, _ *tenurev1.WatchRequest, send func(*tenurev1.WatchEvent) error) error {
+		switch streams.Add(1) {
+		case 1:
+			if err := sendAll(send, event(tenurev1.WatchEvent_TYPE_CURRENT, "a", 7, 0), event(tenurev1.WatchEvent_TYPE_SYNCED, "", 0, 0)); err != nil {
+				return err
+			}
+			select {
+			case <-breakFirst:
+				return unavailable()
+			case <-ctx.Done():
+				return nil
+			}
+		case 2:
+			return unavailable() // the next endpoint, B, is tried
+		}
+		if err := sendAll(send, event(tenurev1.WatchEvent_TYPE_CURRENT, "a", 7, 0), event(tenurev1.WatchEvent_TYPE_SYNCED, "", 0, 0)); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	}
+	b := clusterFake("cluster-b", 1)
+	addrA, addrB := fakeserver.Start(t, a), fakeserver.Start(t, b)
+	c := pinnedClient(t, "", false, addrA, addrB)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ch, err := c.Watch(ctx, "")
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	expectEvents(t, ch, "current a/7@0", "synced")
+	if id := c.ClusterID(); id != "cluster-a" {
+		t.Fatalf("ClusterID after the watch opened on A = %q", id)
+	}
+	close(breakFirst)
+	expectEvents(t, ch, "reset", "current a/7@0", "synced")
+	if n := b.Calls("Watch"); n == 0 {
+		t.Errorf("cluster B was never asked: the test proves nothing")
+	}
+	cancel()
+	drain(ch)
+}

@@ -64,3 +64,14 @@ func TestClusterIDFlagIsChecked(t *testing.T) {
 		t.Errorf("a cluster ID with a space: code %d, stderr %q; want %d naming --cluster-id", res.code, res.stderr, exitUsage)
 	}
 }
+
+// tenure run passes the cluster ID it pinned on to its command, so that
+// tenure commands the command runs talk to the same cluster.
+func TestRunPassesTheClusterID(t *testing.T) {
+	c := startCluster(t, func(s *fakeserver.Server) { s.ClusterID = "cluster-r" })
+	res := runCLI(t.Context(), map[string]string{"TENURE_ENDPOINTS": c.addr}, "run", "jobs/x", "--holder", "h1", "--ttl", "3s", "--",
+		"sh", "-c", `echo "$TENURE_CLUSTER_ID"`)
+	if res.code != 0 || res.stdout != "cluster-r\n" {
+		t.Errorf("got code %d, stdout %q, stderr %q; want 0 and the cluster ID cluster-r", res.code, res.stdout, res.stderr)
+	}
+}
