@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -111,5 +112,39 @@ func TestNoClusterIDBeforeJoining(t *testing.T) {
 	res.Body.Close()
 	if got, ok := res.Header[wire.ClusterIDHeader]; ok {
 		t.Errorf("a node without a cluster sent %s %q", wire.ClusterIDHeader, got)
+	}
+}
+
+// inCluster is a node of cluster c-1 that knows no leader.
+type inCluster struct{ noLeader }
+
+func (inCluster) ClusterID() string { return "c-1" }
+
+// A request the server refuses before any service sees it (no
+// credentials) still names the cluster.
+func TestRefusalsCarryTheClusterID(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "auth.json")
+	if err := server.AddToken(file, "u", server.NewToken(), []string{"hold:"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := server.NewAuth(server.AuthConfig{File: file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(server.Config{Node: inCluster{}, Auth: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := http.Post(serve(t, s.Handler())+"/tenure.v1.LeaseService/Get", "application/json", bytes.NewReader([]byte(`{"name":"x"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a request without credentials: %s, want 401", res.Status)
+	}
+	if got := res.Header.Get(wire.ClusterIDHeader); got != "c-1" {
+		t.Errorf("refusal's %s = %q, want c-1 (headers %v)", wire.ClusterIDHeader, got, res.Header)
 	}
 }
