@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -25,6 +26,9 @@ type Client struct {
 	// transport and batchTransport are the Client's own, closed by
 	// Close; nil when the caller supplied the HTTP client.
 	transport, batchTransport *http.Transport
+	// clusterID is the cluster the client is pinned to; nil until the
+	// first answer that carries one (see clusterid.go).
+	clusterID atomic.Pointer[string]
 }
 
 // endpoint holds the Connect clients of one cluster member.
@@ -47,6 +51,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &Client{cfg: cfg}
+	if cfg.ClusterID != "" {
+		id := cfg.ClusterID
+		c.clusterID.Store(&id)
+	}
 	hc, bhc := cfg.HTTPClient, (*http.Client)(nil)
 	if hc == nil {
 		c.transport = newTransport(cfg.DialTimeout, cfg.TLS)
@@ -58,12 +66,14 @@ func New(cfg Config) (*Client, error) {
 	// Compressing costs more CPU than it saves on a LAN for all but very
 	// large messages (batches of renewals included).
 	compress := connect.WithCompressMinBytes(1 << 20)
-	opts := connect.WithClientOptions(connect.WithGRPC(), compress)
 	for _, e := range cfg.Endpoints {
 		addr, err := normalizeEndpoint(e)
 		if err != nil {
 			return nil, err
 		}
+		// Every answer from addr has its cluster ID checked.
+		check := connect.WithInterceptors(clusterCheck{c: c, addr: addr})
+		opts := connect.WithClientOptions(connect.WithGRPC(), compress, check)
 		base := "http://" + addr
 		if _, https := splitScheme(e); https || cfg.TLS != nil {
 			base = "https://" + addr
@@ -76,7 +86,7 @@ func New(cfg Config) (*Client, error) {
 		}
 		ep.batchLease = ep.lease
 		if bhc != nil {
-			ep.batchLease = tenurev1connect.NewLeaseServiceClient(bhc, base, compress)
+			ep.batchLease = tenurev1connect.NewLeaseServiceClient(bhc, base, compress, check)
 		}
 		ep.batch = &batcher{ep: ep, timeout: cfg.RequestTimeout}
 		c.endpoints = append(c.endpoints, ep)
@@ -173,15 +183,23 @@ func (c *Client) Endpoints() []string {
 // cannot fix, or ctx ends. After every endpoint failed once it pauses
 // (RetryBackoff, doubling up to MaxRetryBackoff). The error it returns is
 // mapped with wire.FromConnectError.
+//
+// An answer from another cluster (an *OtherClusterError) fails the
+// attempt whatever the retry policy: the request did not reach the
+// client's cluster, so trying it there is safe. Once every endpoint has
+// answered for another cluster, the call returns that error.
 func (c *Client) call(ctx context.Context, p retryPolicy, attempt func(context.Context, *endpoint) error) error {
 	n := len(c.endpoints)
 	i := int(c.cur.Load())
 	backoff := c.cfg.RetryBackoff
 	failures := 0
-	var last error
+	var (
+		last  error
+		other *otherClusters
+	)
 	for {
 		if ctx.Err() != nil {
-			return c.gaveUp(ctx, failures, last)
+			return c.gaveUp(ctx, failures, last, other)
 		}
 		ep := c.endpoints[i]
 		err := attempt(ctx, ep)
@@ -189,12 +207,20 @@ func (c *Client) call(ctx context.Context, p retryPolicy, attempt func(context.C
 			c.cur.Store(int64(i))
 			return nil
 		}
+		if oc, ok := errors.AsType[*OtherClusterError](err); ok {
+			if other == nil {
+				other = &otherClusters{refused: make([]bool, n)}
+			}
+			if other.add(i, oc) == n {
+				return oc
+			}
+		}
 		switch classify(ctx, err, p) {
 		case giveUp:
 			if ctx.Err() != nil && failures > 0 {
 				// Interrupted by the caller's context: the earlier
 				// failures say more than this attempt's context error.
-				return c.gaveUp(ctx, failures, last)
+				return c.gaveUp(ctx, failures, last, other)
 			}
 			return wire.FromConnectError(err)
 		case indeterminate:
@@ -207,20 +233,44 @@ func (c *Client) call(ctx context.Context, p retryPolicy, attempt func(context.C
 			continue
 		}
 		if !sleep(ctx, backoff) {
-			return c.gaveUp(ctx, failures, last)
+			return c.gaveUp(ctx, failures, last, other)
 		}
 		backoff = min(2*backoff, c.cfg.MaxRetryBackoff)
 	}
 }
 
 // gaveUp returns the error of a call whose context ended after failures
-// failed attempts.
-func (c *Client) gaveUp(ctx context.Context, failures int, last error) error {
+// failed attempts, some of them perhaps refused as answers from another
+// cluster (other, nil if none).
+func (c *Client) gaveUp(ctx context.Context, failures int, last error, other *otherClusters) error {
 	cause := context.Cause(ctx)
 	if failures == 0 {
 		return fmt.Errorf("client: %w", cause)
 	}
-	return &unavailableError{attempts: failures, last: last, cause: cause}
+	e := &unavailableError{attempts: failures, last: last, cause: cause}
+	if other != nil {
+		e.other = other.last
+	}
+	return e
+}
+
+// otherClusters records, for one call, the endpoints that answered for
+// another cluster.
+type otherClusters struct {
+	refused []bool // by endpoint index
+	n       int    // endpoints refused
+	last    *OtherClusterError
+}
+
+// add records that endpoint i answered for another cluster with err, and
+// returns how many endpoints have.
+func (o *otherClusters) add(i int, err *OtherClusterError) int {
+	if !o.refused[i] {
+		o.refused[i] = true
+		o.n++
+	}
+	o.last = err
+	return o.n
 }
 
 // unary calls one unary method with msg, each attempt bounded by the

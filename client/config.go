@@ -44,6 +44,17 @@ type Config struct {
 	// endpoints) for most calls, and HTTP/1.1 keep-alive connections for
 	// the Batch calls that carry batched calls.
 	HTTPClient *http.Client
+	// ClusterID, if set, is the ID of the cluster the client talks to
+	// (tenure status shows it). Every member sends its cluster's ID with
+	// each answer; the client refuses answers that carry another ID: the
+	// endpoint counts as failed for that call and the call goes on to the
+	// other endpoints, and fails with ErrOtherCluster if none of the
+	// right cluster answers. A refused request may have taken effect on
+	// the other cluster; its answer is discarded. Default "": the client
+	// pins the ID of the first answer that carries one (Client.ClusterID
+	// returns it), so it never mixes answers of two clusters; setting it
+	// also refuses a wrong cluster on first contact.
+	ClusterID string
 	// NoBatching sends every call in a request of its own. By default,
 	// calls that change state without waiting (Acquire without Wait,
 	// Renew, Release, Put, Delete) made concurrently to the same endpoint
@@ -105,6 +116,9 @@ func (c Config) Validate() error {
 		if d.v < 0 {
 			return fmt.Errorf("client: %s is negative (%s)", d.name, d.v)
 		}
+	}
+	if c.ClusterID != strings.TrimSpace(c.ClusterID) {
+		return fmt.Errorf("client: ClusterID %q has leading or trailing space", c.ClusterID)
 	}
 	return nil
 }

@@ -53,6 +53,15 @@ var (
 	// could be refused as stale after the first one applied. Read the
 	// state (Get, KVGet) to find out.
 	ErrIndeterminate = errors.New("client: the request may or may not have been applied")
+	// ErrOtherCluster is matched when answers came only from members of
+	// another cluster than the one the client is pinned to
+	// (Config.ClusterID, or the first cluster that answered): every
+	// endpoint answered for another cluster, or the caller's context ended
+	// while the endpoints of the right one were unreachable (the error then
+	// matches ErrUnavailable too). errors.As with an *OtherClusterError
+	// names the endpoint and both IDs. A refused request may have taken
+	// effect on the other cluster; its answer was discarded.
+	ErrOtherCluster = errors.New("client: answer from another cluster")
 )
 
 // HeldError reports that a lease is held by another holder: its holder,
@@ -91,6 +100,11 @@ func classify(parent context.Context, err error, p retryPolicy) outcome {
 	}
 	code := connect.CodeOf(err)
 	switch {
+	case errors.Is(err, ErrOtherCluster):
+		// The request did not reach the client's cluster (whatever it
+		// did on the other one): another endpoint may be of the right
+		// cluster.
+		return tryNext
 	case IsTLSError(err):
 		// Another endpoint of the same cluster would refuse the same
 		// certificate: retrying only hides the reason.
@@ -173,10 +187,22 @@ type unavailableError struct {
 	attempts int
 	last     error
 	cause    error
+	// other is the last *OtherClusterError of the call, if any.
+	other *OtherClusterError
 }
 
 func (e *unavailableError) Error() string {
-	return fmt.Sprintf("%s (%d attempts, last: %v)", ErrUnavailable, e.attempts, e.last)
+	msg := fmt.Sprintf("%s (%d attempts, last: %v)", ErrUnavailable, e.attempts, e.last)
+	if e.other != nil && !errors.Is(e.last, ErrOtherCluster) {
+		msg += fmt.Sprintf("; refused: %v", e.other)
+	}
+	return msg
 }
 
-func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.last, e.cause} }
+func (e *unavailableError) Unwrap() []error {
+	errs := []error{ErrUnavailable, e.last, e.cause}
+	if e.other != nil {
+		errs = append(errs, e.other)
+	}
+	return errs
+}

@@ -118,3 +118,37 @@ func ExampleClient_Watch() {
 	// released example/watched/1 a
 	// released example/watched/2 b
 }
+
+// Every answer names its cluster. A client pins the ID it is configured
+// with, or else the first one it sees, and refuses answers from any other
+// cluster: a stray node that bootstrapped a cluster of its own cannot hand
+// out grants whose tokens start again from 1.
+func ExampleConfig_clusterID() {
+	ctx := context.Background()
+	c, err := client.New(client.Config{Endpoints: endpoints})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx) // tenure status shows the ID too
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("pinned on first contact:", c.ClusterID() == st.ClusterID)
+
+	// A client configured for another cluster refuses this one's answers.
+	other, err := client.New(client.Config{Endpoints: endpoints, ClusterID: "c-another"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer other.Close()
+	_, err = other.Acquire(ctx, "example/jobs/pinned", "worker-1", 10*time.Second)
+	fmt.Println(errors.Is(err, client.ErrOtherCluster))
+	if oc, ok := errors.AsType[*client.OtherClusterError](err); ok {
+		fmt.Println("expected", oc.Expected, "seen this cluster:", oc.Seen == st.ClusterID)
+	}
+	// Output:
+	// pinned on first contact: true
+	// true
+	// expected c-another seen this cluster: true
+}

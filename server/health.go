@@ -15,6 +15,7 @@ import (
 	"github.com/rs/cors"
 
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
+	"github.com/tenure-io/tenure/internal/wire"
 )
 
 // serviceNames are the API's services, for health checks and reflection.
@@ -106,7 +107,8 @@ func withCORS(h http.Handler, origins []string) (http.Handler, error) {
 		AllowedMethods: connectcors.AllowedMethods(),
 		// Authorization carries bearer tokens.
 		AllowedHeaders: append(connectcors.AllowedHeaders(), "Authorization"),
-		ExposedHeaders: connectcors.ExposedHeaders(),
+		// Browser clients check the cluster ID of every answer.
+		ExposedHeaders: append(connectcors.ExposedHeaders(), wire.ClusterIDHeader),
 		MaxAge:         int((2 * time.Hour).Seconds()),
 	})
 	return c.Handler(h), nil

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -11,6 +12,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
+	"github.com/tenure-io/tenure/internal/wire"
 	"github.com/tenure-io/tenure/node"
 	"github.com/tenure-io/tenure/server"
 )
@@ -22,6 +24,7 @@ type noLeader struct{ server.Node }
 func (noLeader) ID() string                      { return "n1" }
 func (noLeader) IsLeader() bool                  { return false }
 func (noLeader) Leader() (string, string, error) { return "", "", node.ErrNoLeader }
+func (noLeader) ClusterID() string               { return "" }
 
 // serve serves s on a loopback port with HTTP/1.1 and cleartext HTTP/2,
 // as tenured does, and returns its base URL.
@@ -166,6 +169,10 @@ func TestCORS(t *testing.T) {
 	r.Body.Close()
 	if r.Header.Get("Access-Control-Allow-Origin") != "https://a.example" || r.Header.Get("Access-Control-Expose-Headers") == "" {
 		t.Errorf("response to an allowed origin: headers %v", r.Header)
+	}
+	// Browser clients read the cluster ID of every answer.
+	if exposed := r.Header.Get("Access-Control-Expose-Headers"); !strings.Contains(exposed, wire.ClusterIDHeader) {
+		t.Errorf("response to an allowed origin exposes %q, not %s", exposed, wire.ClusterIDHeader)
 	}
 
 	if _, err := server.New(server.Config{Node: noLeader{}, CORSOrigins: []string{"a.example"}}); err == nil {

@@ -121,8 +121,8 @@ func New(cfg Config) (*Server, error) {
 	s.mountUI(mux)
 	s.mux = mux
 	// CORS outside authentication: a browser's preflight carries no
-	// credentials.
-	h, err := withCORS(cfg.Auth.middleware(mux), cfg.CORSOrigins)
+	// credentials. The cluster ID goes on every answer, refusals too.
+	h, err := withCORS(withClusterHeader(cfg.Node, cfg.Auth.middleware(mux)), cfg.CORSOrigins)
 	if err != nil {
 		return nil, err
 	}

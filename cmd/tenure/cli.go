@@ -48,6 +48,9 @@ Global flags (before or after the command):
                          default 127.0.0.1:7400)
   -o, --output FORMAT    text or json (one JSON object per line; errors too,
                          on stderr)
+  --cluster-id ID        refuse answers from any other cluster (env
+                         TENURE_CLUSTER_ID; tenure status shows the ID).
+                         Without it, the first answer's cluster is pinned
   --request-timeout D    how long to keep trying an unreachable cluster
                          (default 5s; acquire --wait adds its timeout)
   --cacert FILE          CA that verifies the servers (env TENURE_CACERT); makes
@@ -76,6 +79,7 @@ type app struct {
 // globals are the flags every command accepts.
 type globals struct {
 	endpoints      string
+	clusterID      string
 	output         string
 	requestTimeout time.Duration
 	tls            tlsFlags
@@ -85,6 +89,7 @@ type globals struct {
 // defaults, so values given before the command carry over.
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.endpoints, "endpoints", g.endpoints, "comma-separated API `addresses` of cluster members (env TENURE_ENDPOINTS)")
+	fs.StringVar(&g.clusterID, "cluster-id", g.clusterID, "refuse answers from a cluster other than `ID` (env TENURE_CLUSTER_ID)")
 	fs.StringVar(&g.output, "o", g.output, "output `format`: text or json")
 	fs.StringVar(&g.output, "output", g.output, "output `format`: text or json")
 	fs.DurationVar(&g.requestTimeout, "request-timeout", g.requestTimeout, "how long to keep trying an unreachable cluster")
@@ -107,6 +112,10 @@ func (g *globals) check() error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("--endpoints: %s", strings.TrimPrefix(err.Error(), "client: "))
 	}
+	cfg.ClusterID = g.clusterID
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("--cluster-id: %s", strings.TrimPrefix(err.Error(), "client: "))
+	}
 	return nil
 }
 
@@ -128,6 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	if a.g.endpoints == "" {
 		a.g.endpoints = strings.Join(client.DefaultConfig().Endpoints, ",")
 	}
+	a.g.clusterID = env("TENURE_CLUSTER_ID")
 	a.g.output = "text"
 	a.g.requestTimeout = 5 * time.Second
 	a.g.tls.fromEnv(env)
@@ -344,6 +354,7 @@ func interspersed(fs *flag.FlagSet, args []string) []string {
 func (a *app) client() (*client.Client, error) {
 	cfg := client.DefaultConfig()
 	cfg.Endpoints = a.g.endpointList()
+	cfg.ClusterID = a.g.clusterID
 	cfg.RequestTimeout = a.g.requestTimeout
 	if err := a.g.tls.apply(&cfg); err != nil {
 		return nil, &usageError{msg: err.Error()}

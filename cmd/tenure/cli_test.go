@@ -317,7 +317,7 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("code %d, stderr %q", res.code, res.stderr)
 	}
 	for _, want := range []string{
-		"endpoint       " + c.addr, "node           n1", "state          leader",
+		"endpoint       " + c.addr, "cluster        c-0123abcd", "node           n1", "state          leader",
 		"leader         n1 (127.0.0.1:7400)", "term           2", "applied index  41",
 		"commit index   41", "cluster time   1m30s", "last token     9",
 		"MEMBER  SUFFRAGE  RAFT ADDRESS    API ADDRESS     LEADER",
@@ -330,7 +330,7 @@ func TestStatus(t *testing.T) {
 	}
 
 	res = runCLI(t.Context(), nil, "status", "-o", "json", "--endpoints", c.addr)
-	for _, key := range []string{`"node_id":"n1"`, `"leader_id":"n1"`, `"applied_index":41`, `"min_ttl":"2s"`, `"suffrage":"voter"`} {
+	for _, key := range []string{`"node_id":"n1"`, `"cluster_id":"c-0123abcd"`, `"leader_id":"n1"`, `"applied_index":41`, `"min_ttl":"2s"`, `"suffrage":"voter"`} {
 		if !strings.Contains(res.stdout, key) {
 			t.Errorf("status -o json lacks %s: %s", key, res.stdout)
 		}
@@ -379,7 +379,7 @@ func TestVersion(t *testing.T) {
 // TestCompletionKnowsEveryFlag keeps the completion table in step with
 // the flags each command really has.
 func TestCompletionKnowsEveryFlag(t *testing.T) {
-	global := map[string]bool{"--endpoints": true, "--output": true, "-o": true, "--request-timeout": true,
+	global := map[string]bool{"--endpoints": true, "--cluster-id": true, "--output": true, "-o": true, "--request-timeout": true,
 		"--cacert": true, "--cert": true, "--key": true}
 	check := func(args []string, want []string) {
 		t.Helper()

@@ -17,7 +17,7 @@ func (a *app) version(args []string) error {
 }
 
 // globalFlags are the flags every command takes, for completion.
-var globalFlags = []string{"--endpoints", "--output", "-o", "--request-timeout", "--cacert", "--cert", "--key"}
+var globalFlags = []string{"--endpoints", "--cluster-id", "--output", "-o", "--request-timeout", "--cacert", "--cert", "--key"}
 
 // commandFlags are the commands and their own flags, for completion.
 // TestCompletionKnowsEveryFlag keeps it in step with the commands.

@@ -135,6 +135,14 @@ func heldText(he *client.HeldError) string {
 
 // message is err as the CLI says it.
 func message(err error) string {
+	if oc, ok := errors.AsType[*client.OtherClusterError](err); ok {
+		msg := fmt.Sprintf("endpoint %s answered for cluster %s, not for cluster %s (its answer was discarded; check --endpoints, --cluster-id and TENURE_CLUSTER_ID)",
+			oc.Endpoint, oc.Seen, oc.Expected)
+		if errors.Is(err, client.ErrUnavailable) {
+			msg = fmt.Sprintf("no endpoint of cluster %s answered; %s", oc.Expected, msg)
+		}
+		return msg
+	}
 	if we, ok := errors.AsType[*waitedError](err); ok {
 		return we.Error()
 	}
@@ -160,7 +168,12 @@ type errorJSON struct {
 	Remaining string `json:"remaining,omitempty"`
 	Limit     int    `json:"limit,omitempty"`
 	Waited    string `json:"waited,omitempty"`
-	ExitCode  int    `json:"exit_code"`
+	// For an answer from another cluster: the endpoint, the cluster
+	// expected and the one that answered.
+	Endpoint       string `json:"endpoint,omitempty"`
+	ClusterID      string `json:"cluster_id,omitempty"`
+	OtherClusterID string `json:"other_cluster_id,omitempty"`
+	ExitCode       int    `json:"exit_code"`
 }
 
 // errorCode is the Connect code name of err: the server's, or the one
@@ -169,7 +182,8 @@ func errorCode(err error) string {
 	switch {
 	case isUsage(err):
 		return connect.CodeInvalidArgument.String()
-	case errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrIndeterminate):
+	case errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrIndeterminate),
+		errors.Is(err, client.ErrOtherCluster):
 		return connect.CodeUnavailable.String()
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.CodeDeadlineExceeded.String()
@@ -203,6 +217,10 @@ func toErrorJSON(err error) errorJSON {
 	}
 	if we, ok := errors.AsType[*waitedError](err); ok {
 		j.Waited = fmtDuration(we.waited)
+	}
+	if oc, ok := errors.AsType[*client.OtherClusterError](err); ok {
+		j.Reason = "OTHER_CLUSTER"
+		j.Endpoint, j.ClusterID, j.OtherClusterID = oc.Endpoint, oc.Expected, oc.Seen
 	}
 	return j
 }

@@ -133,7 +133,7 @@ func startCluster(t *testing.T, extra ...func(*fakeserver.Server)) *cluster {
 		},
 		Status: func(context.Context, *tenurev1.StatusRequest) (*tenurev1.StatusResponse, error) {
 			return &tenurev1.StatusResponse{
-				NodeId: "n1", State: "leader", LeaderId: "n1", LeaderAddress: "127.0.0.1:7400",
+				NodeId: "n1", State: "leader", LeaderId: "n1", LeaderAddress: "127.0.0.1:7400", ClusterId: "c-0123abcd",
 				Term: 2, AppliedIndex: 41, CommitIndex: 41, LastIndex: 42, Leases: 2, LastToken: 9,
 				ClusterTime: durationpb.New(90 * time.Second), MinTtl: durationpb.New(2 * time.Second),
 				Members: []*tenurev1.Member{

@@ -28,6 +28,8 @@ const runAbout = `Waits for the lease NAME, then runs CMD with these in its envi
   TENURE_TOKEN      the fencing token: pass it with every write the lease protects
   TENURE_HOLDER     the holder
   TENURE_ENDPOINTS  the cluster's API addresses
+  TENURE_CLUSTER_ID the cluster's ID, so tenure commands CMD runs talk to
+                    the same cluster
   TENURE_CACERT, TENURE_CERT, TENURE_KEY   from --cacert, --cert, --key, if set
   (TENURE_AUTH_TOKEN, the bearer token, is passed on as it was)
 
@@ -199,6 +201,9 @@ func (r *runner) supervise(ctx context.Context, cl *client.Client, l *election.L
 		"TENURE_TOKEN="+strconv.FormatUint(l.Token(), 10),
 		"TENURE_HOLDER="+l.Holder(),
 		"TENURE_ENDPOINTS="+strings.Join(cl.Endpoints(), ","))
+	if id := cl.ClusterID(); id != "" {
+		cmd.Env = append(cmd.Env, "TENURE_CLUSTER_ID="+id)
+	}
 	cmd.Env = append(cmd.Env, r.a.g.tls.childEnv()...)
 	// When the output is not a file (tests), do not wait for copies of it
 	// that processes left behind keep open.

@@ -77,9 +77,13 @@ func statusText(st client.Status) string {
 	} else if st.LeaderAddress != "" {
 		leader += " (" + st.LeaderAddress + ")"
 	}
+	cluster := st.ClusterID
+	if cluster == "" {
+		cluster = "(none yet)"
+	}
 	rows := [][2]string{
 		{"endpoint", st.Endpoint},
-		{"cluster", st.ClusterID},
+		{"cluster", cluster},
 		{"node", st.NodeID},
 		{"state", st.State},
 		{"leader", leader},

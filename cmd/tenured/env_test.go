@@ -84,7 +84,7 @@ func TestEveryFlagFromTheEnvironment(t *testing.T) {
 // The variables of the CLI and of tenure run's command must never
 // configure a server: no flag of tenured may take one of their names.
 func TestNoFlagTakesAClientVariable(t *testing.T) {
-	clientVars := []string{"TENURE_ENDPOINTS", "TENURE_CACERT", "TENURE_CERT", "TENURE_KEY", "TENURE_AUTH_TOKEN",
+	clientVars := []string{"TENURE_ENDPOINTS", "TENURE_CLUSTER_ID", "TENURE_CACERT", "TENURE_CERT", "TENURE_KEY", "TENURE_AUTH_TOKEN",
 		"TENURE_LEASE", "TENURE_TOKEN", "TENURE_HOLDER", "TENURE_VERIFY_WORKER"}
 	newFlagSet(&options{}, io.Discard).VisitAll(func(f *flag.Flag) {
 		if !isNotFromEnv(f.Name) && slices.Contains(clientVars, envName(f.Name)) {

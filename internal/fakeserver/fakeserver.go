@@ -47,6 +47,9 @@ type Server struct {
 	NoBatch bool
 	// OnRequest, if set, sees every HTTP request before it is served.
 	OnRequest func(*http.Request)
+	// ClusterID, if set, is sent with every answer in the
+	// Tenure-Cluster-Id header, as a member of that cluster does.
+	ClusterID string
 
 	mu    sync.Mutex
 	calls map[string]int
@@ -60,13 +63,15 @@ func Start(t testing.TB, s *Server) string {
 	mux.Handle(tenurev1connect.NewLeaseServiceHandler(leaseHandler{s}))
 	mux.Handle(tenurev1connect.NewKVServiceHandler(kvHandler{s}))
 	mux.Handle(tenurev1connect.NewClusterServiceHandler(clusterHandler{s}))
-	var h http.Handler = mux
-	if s.OnRequest != nil {
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.OnRequest != nil {
 			s.OnRequest(r)
-			mux.ServeHTTP(w, r)
-		})
-	}
+		}
+		if s.ClusterID != "" {
+			w.Header().Set(wire.ClusterIDHeader, s.ClusterID)
+		}
+		mux.ServeHTTP(w, r)
+	})
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)

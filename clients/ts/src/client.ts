@@ -3,6 +3,7 @@
 
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client as ServiceClient, type Transport } from "@connectrpc/connect";
+import { clusterIdHeader, withClusterCheck } from "./clusterid.js";
 import {
   ClusterService,
   KVService,
@@ -21,6 +22,7 @@ import { durationToMs, msToDuration } from "./duration.js";
 import {
   IndeterminateError,
   LeaseHeldError,
+  OtherClusterError,
   TenureError,
   UnavailableError,
   fromConnectError,
@@ -48,6 +50,16 @@ export interface ClientConfig {
   retryBackoffMs?: number;
   /** Cap of the pause between rounds of retries. Default 1000. */
   maxRetryBackoffMs?: number;
+  /** The ID of the cluster the client talks to (tenure status shows it).
+   * Every member sends its cluster's ID with each answer; the client
+   * refuses answers that carry another ID: the endpoint counts as failed
+   * for that call, the call goes on to the other endpoints, and it throws
+   * an OtherClusterError if none of the right cluster answers. A refused
+   * request may have taken effect on the other cluster; its answer is
+   * discarded. Default unset: the client pins the ID of the first answer
+   * that carries one (client.clusterId), so it never mixes answers of two
+   * clusters; setting it also refuses a wrong cluster on first contact. */
+  clusterId?: string;
   /** The clock of send times and timers. Default systemClock. */
   clock?: Clock;
   /** Called by Client.close to close the transports' connections. */
@@ -221,6 +233,10 @@ export function isWireError(err: unknown): err is ConnectError {
  */
 export function classify(err: unknown, parentAborted: boolean, timedOut: boolean, p: RetryPolicy): Outcome {
   if (parentAborted) return Outcome.GiveUp;
+  // An answer from another cluster: the request did not reach the
+  // client's cluster (whatever it did on the other one), and another
+  // endpoint may be of the right cluster.
+  if (err instanceof OtherClusterError) return Outcome.TryNext;
   const maybeApplied = p === RetryPolicy.Always ? Outcome.TryNext : Outcome.Indeterminate;
   if (timedOut) return maybeApplied;
   if (isWireError(err)) {
@@ -335,9 +351,11 @@ export interface Watch extends AsyncIterable<WatchEvent> {
  */
 export class Client {
   readonly clock: Clock;
-  private readonly cfg: Required<Omit<ClientConfig, "clock" | "transport" | "endpoints" | "onClose">>;
+  private readonly cfg: Required<Omit<ClientConfig, "clock" | "transport" | "endpoints" | "onClose" | "clusterId">>;
   private readonly eps: Endpoint[];
   private cur = 0;
+  /** The cluster the client is pinned to; undefined until known. */
+  private pinned: string | undefined;
   private readonly onClose: (() => void) | undefined;
 
   constructor(cfg: ClientConfig) {
@@ -345,6 +363,10 @@ export class Client {
     for (const [k, v] of Object.entries({ requestTimeoutMs: cfg.requestTimeoutMs, retryBackoffMs: cfg.retryBackoffMs, maxRetryBackoffMs: cfg.maxRetryBackoffMs })) {
       if (v !== undefined && !(v >= 0)) throw new TenureError(`client: ${k} is negative (${v})`);
     }
+    if (cfg.clusterId !== undefined && cfg.clusterId !== cfg.clusterId.trim()) {
+      throw new TenureError(`client: clusterId "${cfg.clusterId}" has leading or trailing space`);
+    }
+    this.pinned = cfg.clusterId || undefined;
     this.clock = cfg.clock ?? systemClock;
     this.onClose = cfg.onClose;
     this.cfg = {
@@ -354,7 +376,8 @@ export class Client {
     };
     this.eps = cfg.endpoints.map((e) => {
       const addr = normalizeEndpoint(e);
-      const t = cfg.transport(`http://${addr}`);
+      // Every answer from addr has its cluster ID checked.
+      const t = withClusterCheck(cfg.transport(`http://${addr}`), (h) => this.checkCluster(addr, h));
       return { addr, lease: createClient(LeaseService, t), kv: createClient(KVService, t), cluster: createClient(ClusterService, t) };
     });
   }
@@ -385,6 +408,24 @@ export class Client {
     return observe(this, name, opts);
   }
 
+  /** clusterId is the ID of the cluster the client is pinned to: the one
+   * it was configured with, else the first one an answer carried; "" before
+   * the first answer. */
+  get clusterId(): string {
+    return this.pinned ?? "";
+  }
+
+  /** checkCluster checks the cluster ID in h, the header of an answer from
+   * addr: it pins the ID if none is pinned yet, and throws an
+   * OtherClusterError if another one is. An answer without an ID (a server
+   * older than the header, a node that has not joined a cluster) passes. */
+  private checkCluster(addr: string, h: Headers | undefined): void {
+    const seen = h?.get(clusterIdHeader);
+    if (!seen) return;
+    this.pinned ??= seen;
+    if (this.pinned !== seen) throw new OtherClusterError(addr, this.pinned, seen);
+  }
+
   /** endpoints returns the endpoints as host:port, in the configured order. */
   get endpoints(): string[] {
     return this.eps.map((e) => e.addr);
@@ -395,6 +436,9 @@ export class Client {
    * last one that worked, until an attempt succeeds, fails in a way
    * retrying cannot fix, or signal aborts. timeoutMs bounds each attempt
    * (0: no bound). The error it throws is mapped with fromConnectError.
+   * An answer from another cluster fails the attempt whatever the retry
+   * policy; once every endpoint has answered for another cluster, the
+   * call throws that OtherClusterError.
    */
   private async call<T>(
     p: RetryPolicy,
@@ -408,8 +452,10 @@ export class Client {
     let backoff = this.cfg.retryBackoffMs;
     let failures = 0;
     let last: unknown;
+    const refused = new Set<number>();
+    let other: OtherClusterError | undefined;
     for (;;) {
-      if (signal?.aborted) throw this.gaveUp(signal, failures, last);
+      if (signal?.aborted) throw this.gaveUp(signal, failures, last, other);
       const ep = this.eps[i]!;
       const a = new Attempt(this.clock, signal, timeoutMs());
       try {
@@ -417,11 +463,16 @@ export class Client {
         this.cur = i;
         return res;
       } catch (err) {
+        if (err instanceof OtherClusterError) {
+          other = err;
+          refused.add(i);
+          if (refused.size === n) throw err;
+        }
         const parentAborted = signal?.aborted ?? false;
         const outcome = classify(err, parentAborted, a.timedOut, p);
         onFailure?.(err, outcome, classify(err, parentAborted, a.timedOut, RetryPolicy.Unsent));
         if (outcome === Outcome.GiveUp) {
-          if (parentAborted) throw this.gaveUp(signal!, failures, last);
+          if (parentAborted) throw this.gaveUp(signal!, failures, last, other);
           throw fromConnectError(err);
         }
         if (outcome === Outcome.Indeterminate) {
@@ -434,18 +485,19 @@ export class Client {
       failures++;
       i = (i + 1) % n;
       if (failures % n !== 0) continue;
-      if (!(await sleep(this.clock, backoff, signal))) throw this.gaveUp(signal!, failures, last);
+      if (!(await sleep(this.clock, backoff, signal))) throw this.gaveUp(signal!, failures, last, other);
       backoff = Math.min(2 * backoff, this.cfg.maxRetryBackoffMs);
     }
   }
 
   /** gaveUp returns the error of a call whose signal aborted after
-   * failures failed attempts. */
-  private gaveUp(signal: AbortSignal, failures: number, last: unknown): Error {
+   * failures failed attempts, other the last of them refused as an answer
+   * from another cluster. */
+  private gaveUp(signal: AbortSignal, failures: number, last: unknown, other: OtherClusterError | undefined): Error {
     if (failures === 0) {
       return signal.reason instanceof Error ? signal.reason : new TenureError(`client: ${String(signal.reason)}`);
     }
-    return new UnavailableError(failures, last, signal.reason);
+    return new UnavailableError(failures, last, signal.reason, other);
   }
 
   private unary<T>(p: RetryPolicy, opts: CallOptions | undefined, fn: (ep: Endpoint, signal: AbortSignal) => Promise<T>): Promise<{ res: T; sentAt: number }> {

@@ -33,6 +33,7 @@ export {
   CanceledError,
   UnavailableError,
   IndeterminateError,
+  OtherClusterError,
   Reason,
   isError,
   findError,

@@ -76,18 +76,47 @@ export class CanceledError extends TenureError {}
 
 /** The caller's signal ended the call while the client was still retrying
  * because no endpoint could serve the request (unreachable, no leader, no
- * quorum). `cause` is the last endpoint's error. */
+ * quorum). `cause` is the last endpoint's error, or, if an endpoint
+ * answered for another cluster during the call, that OtherClusterError
+ * (so isError(err, OtherClusterError) holds). */
 export class UnavailableError extends TenureError {
   constructor(
     readonly attempts: number,
     readonly last: unknown,
     /** Why the call stopped: the caller's abort reason. */
     readonly reason: unknown,
+    /** The last answer of the call refused as another cluster's, if any. */
+    readonly otherCluster?: OtherClusterError,
   ) {
-    super(`client: no endpoint could serve the request (${attempts} attempts, last: ${messageOf(last)})`, {
-      cause: last,
+    const refused = otherCluster !== undefined && findError(last, OtherClusterError) === undefined ? `; refused: ${otherCluster.message}` : "";
+    super(`client: no endpoint could serve the request (${attempts} attempts, last: ${messageOf(last)}${refused})`, {
+      cause: otherCluster ?? last,
       code: Code.Unavailable,
     });
+  }
+}
+
+/**
+ * An endpoint answered for another cluster than the one the client is
+ * pinned to (ClientConfig.clusterId, or the first cluster that answered).
+ * Every member sends its cluster's ID with each answer (the
+ * Tenure-Cluster-Id header); a node started on an empty data directory
+ * without --join bootstraps a new cluster whose tokens start again from
+ * 1, and its answers must not be taken for the client's cluster's. The
+ * client tries its other endpoints and throws this error when every one
+ * of them answered for another cluster. The refused request may have
+ * taken effect on that other cluster; its answer was discarded.
+ */
+export class OtherClusterError extends TenureError {
+  constructor(
+    /** The endpoint that answered (host:port). */
+    readonly endpoint: string,
+    /** The cluster ID the client is pinned to. */
+    readonly expected: string,
+    /** The cluster ID the answer carried. */
+    readonly seen: string,
+  ) {
+    super(`client: endpoint ${endpoint} answered for cluster ${seen}, but this client talks to cluster ${expected} (answer discarded)`);
   }
 }
 
