@@ -35,6 +35,11 @@ type Status struct {
 	// ClusterID is the ID of the cluster the node belongs to ("" before
 	// it joined one).
 	ClusterID string
+	// CatchingUp says the node neither votes nor stands for election
+	// until its raft log reaches CatchUpIndex (0: not known yet): it
+	// joined with no raft state it could vouch for.
+	CatchingUp   bool
+	CatchUpIndex uint64
 }
 
 // Member is one member of the cluster.
@@ -104,6 +109,8 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		LeasesStored:  res.GetLeasesStored(),
 		LastToken:     res.GetLastToken(),
 		ClusterID:     res.GetClusterId(),
+		CatchingUp:    res.GetCatchingUp(),
+		CatchUpIndex:  res.GetCatchUpIndex(),
 	}, nil
 }
 

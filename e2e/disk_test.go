@@ -76,6 +76,9 @@ func TestWipedVoterDoesNotVoteUntilCaughtUp(t *testing.T) {
 			t.Fatalf("granted while the only other voter had lost its log: %s (tokens up to %d were granted before)", strings.TrimSpace(r.stdout), granted)
 		}
 	}
+	if r := cli(t, f.api, "status", "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"catching_up":true`) {
+		t.Errorf("%s's status does not say it is catching up: %v", f.name, r)
+	}
 	if !strings.Contains(since(f, fromF), "not voting") {
 		t.Errorf("%s's log does not say that it does not vote:\n%s", f.name, since(f, fromF))
 	}

@@ -35,6 +35,8 @@ type statusJSON struct {
 	LeasesStored  uint64       `json:"leases_stored"`
 	LastToken     uint64       `json:"last_token"`
 	ClusterID     string       `json:"cluster_id"`
+	CatchingUp    bool         `json:"catching_up,omitempty"`
+	CatchUpIndex  uint64       `json:"catch_up_index,omitempty"`
 	Members       []memberJSON `json:"members"`
 }
 
@@ -56,6 +58,7 @@ func (a *app) status(ctx context.Context, args []string) error {
 			AppliedIndex: st.AppliedIndex, CommitIndex: st.CommitIndex, LastIndex: st.LastIndex,
 			ClusterTime: fmtDuration(st.ClusterTime), MinTTL: fmtDuration(st.MinTTL),
 			Leases: st.Leases, LeasesStored: st.LeasesStored, LastToken: st.LastToken, ClusterID: st.ClusterID,
+			CatchingUp: st.CatchingUp, CatchUpIndex: st.CatchUpIndex,
 			Members: []memberJSON{},
 		}
 		for _, m := range st.Members {
@@ -66,6 +69,17 @@ func (a *app) status(ctx context.Context, args []string) error {
 		a.out().print(j, statusText(st))
 		return nil
 	})
+}
+
+// stateText is the node's raft state, and whether it is catching up.
+func stateText(st client.Status) string {
+	switch {
+	case !st.CatchingUp:
+		return st.State
+	case st.CatchUpIndex == 0:
+		return st.State + ", catching up (not voting; its join has not been answered)"
+	}
+	return fmt.Sprintf("%s, catching up (not voting until its log reaches index %d)", st.State, st.CatchUpIndex)
 }
 
 func statusText(st client.Status) string {
@@ -85,7 +99,7 @@ func statusText(st client.Status) string {
 		{"endpoint", st.Endpoint},
 		{"cluster", cluster},
 		{"node", st.NodeID},
-		{"state", st.State},
+		{"state", stateText(st)},
 		{"leader", leader},
 		{"term", fmt.Sprint(st.Term)},
 		{"applied index", fmt.Sprint(st.AppliedIndex)},
