@@ -284,13 +284,16 @@ func (n *Nemesis) member(ctx context.Context, i int, d time.Duration) bool {
 		return false
 	}
 	defer cl.Close()
+	// What follows the Leave runs to its end even when the run ends
+	// meanwhile: the cluster must end as large as it began.
+	rctx := context.WithoutCancel(ctx)
 	note, err := leave(ctx, cl, node.ID, leaveAttempt, leaveFor)
 	if err != nil {
 		// The last attempt may have removed it all the same: ask the
 		// leader.
 		var member, known bool
-		werr := waitFor(ctx, memberAnswer, fmt.Sprintf("a leader to say whether n%d is still a member", i+1), func() bool {
-			_, st, ok := n.C.LeaderStatus(ctx)
+		werr := waitFor(rctx, memberAnswer, fmt.Sprintf("a leader to say whether n%d is still a member", i+1), func() bool {
+			_, st, ok := n.C.LeaderStatus(rctx)
 			if ok {
 				_, member = memberOf(st, node.ID)
 				known = true
@@ -315,9 +318,6 @@ func (n *Nemesis) member(ctx context.Context, i int, d time.Duration) bool {
 		n.Log("  wipe n%d: %v", i+1, err)
 	}
 	sleepCtx(ctx, d)
-	// Re-add it even when the run has ended meanwhile: the cluster must
-	// end as large as it began.
-	rctx := context.WithoutCancel(ctx)
 	var join string
 	if werr := waitFor(rctx, 10*time.Second, "a leader to re-add the node through", func() bool {
 		l, _, ok := n.C.LeaderStatus(rctx)
