@@ -64,7 +64,8 @@ func waitLog(t *testing.T, out *syncBuffer, what, pattern string) string {
 // A member removed while it runs stops with a warning that says how to add
 // it again; restarted on its data without --join, it is no member and says
 // so at warn, instead of sitting idle without a word (seed 777 of the
-// fault harness: n1 sat idle for eight minutes).
+// fault harness: n1 sat idle for eight minutes); restarted with --join, it
+// is a member again.
 func TestWarnsWhenNotAMember(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -120,7 +121,22 @@ func TestWarnsWhenNotAMember(t *testing.T) {
 	if c := <-bCode; c != 0 {
 		t.Errorf("b exited %d after a normal stop", c)
 	}
+
+	// The advice works: with --join, on the same data, it is a member
+	// again.
+	bLog, bCode = startTenured(ctx, "--data-dir", bDir, "--node-id", "b", "--join", aAPI)
+	waitLog(t, bLog, "b to join again", `msg="joined the cluster"`)
+	err = waitForT(20*time.Second, func() bool {
+		st, err := cl.Status(ctx)
+		return err == nil && slices.ContainsFunc(st.Members, func(m client.Member) bool { return m.ID == "b" })
+	})
+	if err != nil {
+		t.Fatalf("a never listed b again after it joined with its data: %v; b's log:\n%s", err, bLog.String())
+	}
 	cancel()
+	if c := <-bCode; c != 0 {
+		t.Errorf("b exited %d after a normal stop", c)
+	}
 	if c := <-aCode; c != 0 {
 		t.Errorf("a exited %d after a normal stop", c)
 	}
