@@ -194,3 +194,72 @@ func TestDamagedTargetInitialised(t *testing.T) {
 		t.Fatalf("Initialised: wiped n2 %v, n3 %v; want false, true", c.Initialised(1), c.Initialised(2))
 	}
 }
+
+// testMemberFault runs the member fault against a real cluster on node 0,
+// which bootstrapped it and restarts without --join unless its directory
+// was wiped: the cluster must end with three voters and pass
+// cluster-size. Then it removes a follower for good, and cluster-size must
+// fail, naming it.
+func testMemberFault(t *testing.T, tenured string) {
+	ctx := t.Context()
+	c, err := NewCluster(tenured, t.TempDir(), 3, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := Membership{Start: []string{"n1", "n2", "n3"}}
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	err = waitFor(ctx, 15*time.Second, "n2 to lead", func() bool {
+		if l, _, ok := c.LeaderStatus(ctx); ok && l == 1 {
+			return true
+		}
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		cl.TransferLeadership(tctx, "n2")
+		return false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	n := &Nemesis{C: c, Log: t.Logf}
+	if !n.member(ctx, 0, 200*time.Millisecond) {
+		t.Fatal("the member fault on n1 was not injected")
+	}
+	if len(n.Unrestored) != 0 {
+		t.Fatalf("the member fault did not restore the cluster: %v", n.Unrestored)
+	}
+	if !c.Initialised(0) {
+		t.Error("n1's wiped directory was not initialised again: it did not join")
+	}
+	if vs := endMembership(ctx, c, start, 5*time.Second).Check(); len(vs) != 0 {
+		t.Fatalf("cluster-size after the member fault: %v", vs)
+	}
+
+	// n3 removed for good: the run must fail.
+	out := 2
+	if l, _, ok := c.LeaderStatus(ctx); ok && l == out {
+		out = 0
+	}
+	id := c.Nodes[out].ID
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = cl.Leave(lctx, id)
+	cancel()
+	if err != nil {
+		t.Fatalf("leave %s: %v", id, err)
+	}
+	c.Kill(out)
+	m := endMembership(ctx, c, start, 2*time.Second)
+	vs := m.Check()
+	if len(vs) != 1 || vs[0].Invariant != InvClusterSize || !strings.Contains(vs[0].Detail, "not voters: "+id) || !strings.Contains(vs[0].Detail, "waiting 2s") {
+		t.Fatalf("with %s removed for good, cluster-size reported %v; want one violation naming %s and the wait", id, vs, id)
+	}
+	t.Logf("as it must: %s", vs[0])
+}
