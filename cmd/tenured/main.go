@@ -350,13 +350,20 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	if o.join != "" {
 		go func() { joinErr <- joinLoop(ctx, log, &o.sec, o.join, n, apiAddr) }()
 	}
+	// Stopped before the node closes.
+	wctx, stopWarn := context.WithCancel(ctx)
+	defer stopWarn()
+	if o.join == "" {
+		go warnNotMember(wctx, log, n, o.election)
+	}
 
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case <-n.Removed():
-		log.Info("this node was removed from the cluster; shutting down")
+		log.Warn("this node was removed from the cluster; shutting down. To add it again, start it with --join API address of a member")
 	case err := <-serveErr:
+		stopWarn()
 		n.Close()
 		return fmt.Errorf("api server: %w", err)
 	case err := <-joinErr:
@@ -370,9 +377,10 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 		case <-ctx.Done():
 			log.Info("shutting down")
 		case <-n.Removed():
-			log.Info("this node was removed from the cluster; shutting down")
+			log.Warn("this node was removed from the cluster; shutting down. To add it again, start it with --join API address of a member")
 		}
 	}
+	stopWarn()
 	if err := n.Close(); err != nil {
 		log.Warn("closing node", "err", err)
 	}
@@ -384,6 +392,53 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	srv.Close()
 	log.Info("stopped")
 	return nil
+}
+
+// notMemberRepeat is how often warnNotMember repeats its warning.
+const notMemberRepeat = 5 * time.Minute
+
+// warnNotMember warns, and again every notMemberRepeat, while this node
+// has joined a cluster but is not in the latest configuration it knows: it
+// was removed while it was down (or before it restarted), and without
+// --join nothing will add it back, so it would sit idle without a word.
+// The first look waits a few election timeouts, in which a leader that
+// re-added it meanwhile reaches it. It returns when ctx ends.
+func warnNotMember(ctx context.Context, log *slog.Logger, n *node.Node, election time.Duration) {
+	t := time.NewTicker(max(election, 100*time.Millisecond))
+	defer t.Stop()
+	var last time.Time
+	for looks := 0; ; looks++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		others, ok := notMember(n.Status())
+		if !ok || looks < 4 || time.Since(last) < notMemberRepeat {
+			continue
+		}
+		last = time.Now()
+		log.Warn("this node is not a member of its cluster: the latest configuration it knows lists only other nodes, so it takes "+
+			"no part (it neither votes nor serves). To add it again, restart it with --join API address of a member; its data is kept",
+			"id", n.ID(), "cluster", n.ClusterID(), "members", strings.Join(others, ","))
+	}
+}
+
+// notMember returns the members st lists and true when st is the status
+// of a node that joined a cluster (it has a cluster ID and a
+// configuration) that does not list it.
+func notMember(st node.Status) ([]string, bool) {
+	if st.ClusterID == "" || len(st.Members) == 0 {
+		return nil, false
+	}
+	var ids []string
+	for _, m := range st.Members {
+		if m.ID == st.ID {
+			return nil, false
+		}
+		ids = append(ids, m.ID)
+	}
+	return ids, true
 }
 
 func dataDirLabel(o *options) string {

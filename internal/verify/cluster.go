@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,6 +50,10 @@ type Cluster struct {
 	NodeExtra func(id string) []string
 	ports     *tenuredproc.Ports
 	join      string
+	// booted is set once the first node has bootstrapped the cluster:
+	// from then on a node without an initialised data directory must
+	// join a member, node 0 included.
+	booted atomic.Bool
 }
 
 // NewCluster prepares n nodes with data under dir; Start launches them.
@@ -106,9 +112,12 @@ func (c *Cluster) Start(i int, rate float64) error {
 }
 
 // StartWith launches node i with clock rate rate and extra arguments, and
-// returns the process. join, if set, is the API address it joins through
-// (a node with a new data directory); else every node but the first joins
-// the first (a node with data ignores --join).
+// returns the process. join, if set, is the API address it joins through.
+// Else, once the cluster is up, a node whose data directory is not
+// initialised (it was wiped) joins through a live member (JoinAddr), node
+// 0 included: started without --join it would make a cluster of its own.
+// Every other node but the first joins a live member too, which a member
+// treats as a no-op; node 0 with its data starts without --join.
 func (c *Cluster) StartWith(i int, rate float64, extra []string, join string) (*tenuredproc.Process, error) {
 	n := c.Nodes[i]
 	spec := tenuredproc.Node{ID: n.ID, API: n.API, Raft: n.RaftAddr, RaftAdvertise: n.ProxyAddr, DataDir: n.DataDir,
@@ -119,6 +128,8 @@ func (c *Cluster) StartWith(i int, rate float64, extra []string, join string) (*
 	switch {
 	case join != "":
 		spec.Join = join
+	case c.booted.Load() && (i != 0 || !c.Initialised(i)):
+		spec.Join = c.JoinAddr(context.Background(), i)
 	case i != 0:
 		spec.Join = c.join
 	}
@@ -199,6 +210,7 @@ func (c *Cluster) Boot(ctx context.Context) error {
 	if err := waitFor(ctx, 20*time.Second, "the first node to be ready", func() bool { return nodeReady(c.Nodes[0].API) }); err != nil {
 		return err
 	}
+	c.booted.Store(true)
 	for i := 1; i < len(c.Nodes); i++ {
 		if err := c.Start(i, 1); err != nil {
 			return err
@@ -254,6 +266,58 @@ func (c *Cluster) Leader(ctx context.Context) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// fileClusterID is the file that makes a data directory initialised
+// (node/datadir.go): tenured refuses to start on an initialised directory
+// with a piece missing or empty, and starts a new node on any other.
+const fileClusterID = "cluster-id"
+
+// Initialised reports whether node i's data directory is initialised:
+// it has a cluster-id file. A wiped directory is not, nor is that of a
+// node that has not joined yet.
+func (c *Cluster) Initialised(i int) bool {
+	_, err := os.Stat(filepath.Join(c.Nodes[i].DataDir, fileClusterID))
+	return err == nil
+}
+
+// LeaderStatus returns the index and status of the node that reports
+// itself as leader, asking each running node in turn. Unlike Leader it
+// does not trust a node's word about another: a removed node may still
+// name an old leader.
+func (c *Cluster) LeaderStatus(ctx context.Context) (int, client.Status, bool) {
+	for i := range c.Nodes {
+		if !c.Running(i) {
+			continue
+		}
+		st, err := nodeStatus(ctx, c, i)
+		if err == nil && strings.HasPrefix(st.State, "leader") && st.NodeID == c.Nodes[i].ID {
+			return i, st, true
+		}
+	}
+	return 0, client.Status{}, false
+}
+
+// JoinAddr returns the API address through which node i (not running, or
+// about to be restarted) should join the cluster: the leader's, if a node
+// other than i reports itself leader, else that of the first other
+// running node with an initialised data directory, else node 0's or, for
+// node 0, node 1's. A joiner keeps retrying the one address it was
+// given, so it must be a member's: a node that is not a member itself
+// (removed, or wiped and not yet re-added) could never let it in.
+func (c *Cluster) JoinAddr(ctx context.Context, i int) string {
+	if l, _, ok := c.LeaderStatus(ctx); ok && l != i {
+		return c.Nodes[l].API
+	}
+	for j := range c.Nodes {
+		if j != i && c.Running(j) && c.Initialised(j) {
+			return c.Nodes[j].API
+		}
+	}
+	if i == 0 {
+		return c.Nodes[1%len(c.Nodes)].API
+	}
+	return c.join
 }
 
 // waitFor is tenuredproc.WaitFor.

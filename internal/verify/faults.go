@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/tenure-io/tenure/client"
 )
 
@@ -75,24 +77,58 @@ func (n *Nemesis) violation(inv, format string, args ...any) {
 	n.Log("  VIOLATION %s", v)
 }
 
-// waitMembers waits until the leader reports every node as a voter.
+// waitMembers waits until the leader reports every node as a voter; the
+// error says which were not when the wait ended.
 func (n *Nemesis) waitMembers(ctx context.Context, what string) error {
-	return waitFor(ctx, 30*time.Second, what, func() bool {
-		l, ok := n.C.Leader(ctx)
+	var last client.Status
+	err := waitFor(ctx, 30*time.Second, what, func() bool {
+		_, st, ok := n.C.LeaderStatus(ctx)
 		if !ok {
+			last = client.Status{}
 			return false
 		}
-		st, err := n.status(ctx, l)
-		if err != nil || len(st.Members) != len(n.C.Nodes) {
-			return false
-		}
-		for _, m := range st.Members {
-			if m.Suffrage != "voter" {
-				return false
-			}
-		}
-		return true
+		last = st
+		return len(voters(st)) == len(n.C.Nodes)
 	})
+	if err != nil {
+		err = fmt.Errorf("%w (%s)", err, describeMembers(last))
+	}
+	return err
+}
+
+// voters returns the IDs of the voters st lists, sorted.
+func voters(st client.Status) []string {
+	var out []string
+	for _, m := range st.Members {
+		if m.Suffrage == "voter" {
+			out = append(out, m.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// describeMembers says what a leader's status lists: "leader n2: voters
+// n2, n3; non-voters n1".
+func describeMembers(st client.Status) string {
+	if st.NodeID == "" {
+		return "no leader answered"
+	}
+	var vs, ns []string
+	for _, m := range st.Members {
+		if m.Suffrage == "voter" {
+			vs = append(vs, m.ID)
+		} else {
+			ns = append(ns, m.ID)
+		}
+	}
+	slices.Sort(vs)
+	slices.Sort(ns)
+	s := fmt.Sprintf("leader %s: voters %s", st.NodeID, strings.Join(vs, ", "))
+	if len(ns) > 0 {
+		s += "; non-voters " + strings.Join(ns, ", ")
+	}
+	return s
 }
 
 // injectMore carries out the faults added for issue 8; it reports whether
@@ -176,30 +212,7 @@ func (n *Nemesis) injectMore(ctx context.Context, f Fault) bool {
 		n.C.Net.Heal()
 		return true
 	case FaultMember:
-		i := n.follower(ctx, max(f.Target, 0))
-		node := n.C.Nodes[i]
-		err := retryFor(ctx, 10*time.Second, func() error {
-			lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			return cl.Leave(lctx, node.ID)
-		})
-		if err != nil {
-			n.Log("  leave n%d: %v", i+1, errText(err))
-			return false
-		}
-		n.C.Kill(i)
-		if err := os.RemoveAll(node.DataDir); err != nil {
-			n.Log("  wipe n%d: %v", i+1, err)
-		}
-		sleepCtx(ctx, f.Dur)
-		join := n.C.Nodes[(i+1)%len(n.C.Nodes)].API
-		if _, err := n.C.StartWith(i, 1, nil, join); err != nil {
-			n.Log("  re-add n%d: %v", i+1, err)
-			return false
-		}
-		err = n.waitMembers(ctx, fmt.Sprintf("n%d to be re-added as a voter", i+1))
-		n.Log("  n%d left, wiped, re-joined through %s: %s", i+1, join, errText(err))
-		return true
+		return n.member(ctx, n.follower(ctx, max(f.Target, 0)), f.Dur)
 	case FaultRestartAll:
 		for i := range n.C.Nodes {
 			n.C.Kill(i)
@@ -215,9 +228,163 @@ func (n *Nemesis) injectMore(ctx context.Context, f Fault) bool {
 		n.Log("  all %d nodes restarted: %s", len(n.C.Nodes), errText(err))
 		return true
 	case FaultDamaged:
-		return n.damaged(ctx, n.follower(ctx, max(f.Target, 0)))
+		first := n.follower(ctx, max(f.Target, 0))
+		i, ok := n.damagedTarget(ctx, first)
+		if !ok {
+			n.Log("  no follower has an initialised data directory (%s), so none must refuse an emptied raft.db; skipped", fileClusterID)
+			return false
+		}
+		if i != first {
+			n.Log("  n%d's data directory is not initialised (no %s: it has not joined since it was wiped); n%d instead", first+1, fileClusterID, i+1)
+		}
+		return n.damaged(ctx, i)
 	}
 	return false
+}
+
+// damagedTarget returns the first node from first on that is not the
+// leader and whose data directory is initialised. tenured must refuse an
+// emptied raft.db only in an initialised directory: in any other it
+// rightly starts a new node (DESIGN.md section 6).
+func (n *Nemesis) damagedTarget(ctx context.Context, first int) (int, bool) {
+	l, hasLeader := n.C.Leader(ctx)
+	for k := range n.C.Nodes {
+		i := (first + k) % len(n.C.Nodes)
+		if hasLeader && i == l && len(n.C.Nodes) > 1 {
+			continue
+		}
+		if n.C.Initialised(i) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// Member fault timing: each Leave attempt, all attempts together, and
+// how long the fault waits for the leader to answer whether a node is
+// still a member when every attempt failed.
+const (
+	leaveAttempt = 3 * time.Second
+	leaveFor     = 10 * time.Second
+	memberAnswer = 20 * time.Second
+)
+
+// member removes node i from the cluster (Leave), kills it, wipes its data
+// directory and, after d, starts it again with --join through the leader;
+// then it waits until the leader lists every node as a voter. A node the
+// leader does not list is not removed again, only wiped and re-added. The
+// fault must leave the cluster as large as it found it: when it cannot,
+// it says so in the log and in the report (Nemesis.Unrestored), and the
+// run's cluster-size check decides at the end.
+func (n *Nemesis) member(ctx context.Context, i int, d time.Duration) bool {
+	node := n.C.Nodes[i]
+	cl, err := n.C.Client()
+	if err != nil {
+		n.Log("  client: %v", err)
+		return false
+	}
+	defer cl.Close()
+	// What follows the Leave runs to its end even when the run ends
+	// meanwhile: the cluster must end as large as it began.
+	rctx := context.WithoutCancel(ctx)
+	note, err := leave(ctx, cl, node.ID, leaveAttempt, leaveFor)
+	if err != nil {
+		// The last attempt may have removed it all the same: ask the
+		// leader.
+		var member, known bool
+		werr := waitFor(rctx, memberAnswer, fmt.Sprintf("a leader to say whether n%d is still a member", i+1), func() bool {
+			_, st, ok := n.C.LeaderStatus(rctx)
+			if ok {
+				_, member = memberOf(st, node.ID)
+				known = true
+			}
+			return ok
+		})
+		switch {
+		case !known:
+			n.unrestored(fmt.Sprintf("leave n%d: %v; whether it left is unknown (%v), so it was left as it was", i+1, errText(err), errText(werr)))
+			return false
+		case member:
+			n.Log("  leave n%d: %v; the leader still lists it, nothing changed", i+1, errText(err))
+			return false
+		}
+		note = fmt.Sprintf("leave n%d: %v, but the leader no longer lists it: it left", i+1, errText(err))
+	}
+	if note != "" {
+		n.Log("  %s", note)
+	}
+	n.C.Kill(i)
+	if err := os.RemoveAll(node.DataDir); err != nil {
+		n.Log("  wipe n%d: %v", i+1, err)
+	}
+	sleepCtx(ctx, d)
+	var join string
+	if werr := waitFor(rctx, 10*time.Second, "a leader to re-add the node through", func() bool {
+		l, _, ok := n.C.LeaderStatus(rctx)
+		if ok && l != i {
+			join = n.C.Nodes[l].API
+		}
+		return join != ""
+	}); werr != nil {
+		join = n.C.JoinAddr(rctx, i)
+		n.Log("  %v; joining through %s", errText(werr), join)
+	}
+	if _, err := n.C.StartWith(i, 1, nil, join); err != nil {
+		n.unrestored(fmt.Sprintf("re-add n%d: %v", i+1, err))
+		return true
+	}
+	err = n.waitMembers(rctx, fmt.Sprintf("n%d to be re-added as a voter", i+1))
+	n.Log("  n%d left, wiped, re-joined through %s: %s", i+1, join, errText(err))
+	if err != nil {
+		n.unrestored(fmt.Sprintf("n%d left, wiped and re-joined through %s: %v", i+1, join, err))
+	}
+	return true
+}
+
+// leave asks the cluster to remove the member id, each attempt within
+// attempt, retrying for up to total. It returns nil once id is not a
+// member, with a note when that was learned from a "no such member"
+// answer: on a retry, an earlier attempt took effect and its answer was
+// lost (a Leave is not retried by the client once sent); on the first
+// attempt, id was not a member to begin with. Only the leader answers a
+// Leave, so the answer is the leader's view.
+func leave(ctx context.Context, cl *client.Client, id string, attempt, total time.Duration) (string, error) {
+	tries := 0
+	var note string
+	err := retryFor(ctx, total, func() error {
+		tries++
+		lctx, cancel := context.WithTimeout(ctx, attempt)
+		defer cancel()
+		err := cl.Leave(lctx, id)
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			if tries == 1 {
+				note = fmt.Sprintf("%s is not a member (%v); it is wiped and re-added all the same", id, errText(err))
+			} else {
+				note = fmt.Sprintf("leave %s: attempt %d answered %q: an earlier attempt took effect", id, tries, errText(err))
+			}
+			return nil
+		}
+		return err
+	})
+	return note, err
+}
+
+// memberOf returns the member id of st and whether it is one.
+func memberOf(st client.Status, id string) (client.Member, bool) {
+	for _, m := range st.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return client.Member{}, false
+}
+
+// unrestored records a member fault that could not restore the cluster.
+func (n *Nemesis) unrestored(what string) {
+	n.mu.Lock()
+	n.Unrestored = append(n.Unrestored, what)
+	n.mu.Unlock()
+	n.Log("  NOT RESTORED: %s", what)
 }
 
 // damaged stops node i, empties its raft.db and starts it: tenured must

@@ -101,6 +101,10 @@ func TestVerify(t *testing.T) {
 		testPartition(t, filepath.Join(filepath.Dir(bin), "tenured"))
 	})
 
+	t.Run("MemberFaultRestoresCluster", func(t *testing.T) {
+		testMemberFault(t, filepath.Join(filepath.Dir(bin), "tenured"))
+	})
+
 	t.Run("Short", func(t *testing.T) {
 		code, rep, out := runHarness(t, bin, "--duration", "60s", "--seed", "1")
 		if code != 0 || !rep.OK {

@@ -2,7 +2,9 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -21,7 +23,53 @@ const (
 	InvDurable      = "acked-writes-durable"
 	InvNoOverlap    = "no-overlapping-grants"
 	InvLinearizable = "linearizable"
+	// InvClusterSize: the run ends with at least as many voters as it
+	// started with (after a bounded wait for the cluster to regrow).
+	InvClusterSize = "cluster-size"
 )
+
+// Membership is the cluster's size as its leader listed it at the start
+// of a run and at its end, and the member faults that could not restore
+// it.
+type Membership struct {
+	// Start are the voters once the cluster was up.
+	Start []string `json:"start_voters"`
+	// End are the voters at the end, when the wait ended; EndLeader is
+	// the leader that listed them, "" if none answered.
+	End       []string `json:"end_voters"`
+	EndLeader string   `json:"end_leader,omitempty"`
+	// Awaited is what the end waited for, and Waited how long.
+	Awaited string        `json:"awaited"`
+	Waited  time.Duration `json:"waited"`
+	// Unrestored lists the member faults that could not restore the
+	// cluster when they ran.
+	Unrestored []string `json:"unrestored,omitempty"`
+}
+
+// Check reports cluster-size when the run ended with fewer voters than it
+// started with. A run without a start (a summary from before the check)
+// has nothing to check.
+func (m Membership) Check() []Violation {
+	if len(m.Start) == 0 || len(m.End) >= len(m.Start) {
+		return nil
+	}
+	var missing []string
+	for _, id := range m.Start {
+		if !slices.Contains(m.End, id) {
+			missing = append(missing, id)
+		}
+	}
+	leader := "no leader answered"
+	if m.EndLeader != "" {
+		leader = "leader " + m.EndLeader + " lists voters " + strings.Join(m.End, ", ")
+	}
+	d := fmt.Sprintf("the cluster began with %d voters (%s) and ended with %d (%s; not voters: %s) after waiting %s for %s",
+		len(m.Start), strings.Join(m.Start, ", "), len(m.End), leader, strings.Join(missing, ", "), m.Waited.Round(time.Second), m.Awaited)
+	if len(m.Unrestored) > 0 {
+		d += fmt.Sprintf("; %d member faults could not restore it, the first: %s", len(m.Unrestored), m.Unrestored[0])
+	}
+	return []Violation{{InvClusterSize, d}}
+}
 
 // FinalValue is the value of a key read after the run ended and the
 // cluster healed.

@@ -172,6 +172,9 @@ type Nemesis struct {
 	// from the leader (snapshot fault).
 	Snapshots int
 	Skipped   map[string]int
+	// Unrestored lists the member faults that could not restore the
+	// cluster (a node removed and not re-added as a voter in time).
+	Unrestored []string
 	// Pauses lists, per worker, when its process was stopped.
 	Pauses map[int][]Interval
 }

@@ -33,7 +33,7 @@ func Recheck(dir string, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Seed: old.Seed, ScheduleHash: old.ScheduleHash, Duration: old.Duration, Nodes: old.Nodes, Workers: old.Workers,
 		Unsafe: old.Unsafe, Strict: cfg.Strict, Planned: old.Planned, Injected: old.Injected, Skipped: old.Skipped, Final: old.Final,
-		SnapshotInstalls: old.SnapshotInstalls, Pauses: old.Pauses}
+		SnapshotInstalls: old.SnapshotInstalls, Pauses: old.Pauses, Membership: old.Membership}
 	rep.count(all)
 	h, terms := all.Split()
 	m := Model{MinExpiry: cfg.MinExpiry()}
@@ -45,7 +45,8 @@ func Recheck(dir string, cfg Config) (*Report, error) {
 	}
 	// What cannot be checked again is taken from the run: the faults'
 	// own findings, and the election checks when the summary predates
-	// the pauses they need.
+	// the pauses they need. The cluster-size check is made again on the
+	// membership the run saw.
 	for _, v := range old.Violations {
 		switch v.Invariant {
 		case InvDamagedRefused:
@@ -56,6 +57,7 @@ func Recheck(dir string, cfg Config) (*Report, error) {
 			}
 		}
 	}
+	rep.Violations = append(rep.Violations, old.Membership.Check()...)
 	rep.Terms = old.Terms
 	if old.Pauses != nil {
 		tv, tst := CheckTerms(terms, old.Pauses)

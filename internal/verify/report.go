@@ -37,13 +37,16 @@ type Report struct {
 	Pauses map[int][]Interval `json:"pauses,omitempty"`
 	// SnapshotInstalls counts snapshot faults after which the restarted
 	// follower's log mentions a snapshot.
-	SnapshotInstalls int                   `json:"snapshot_installs"`
-	Watches          WatchStats            `json:"watches"`
-	Final            map[string]FinalValue `json:"final"`
-	Violations       []Violation           `json:"violations"`
-	Strict           bool                  `json:"strict"`
-	KnownBugs        []Violation           `json:"known_bugs"` // tolerated observations of known bugs
-	Inconclusive     bool                  `json:"inconclusive"`
+	SnapshotInstalls int        `json:"snapshot_installs"`
+	Watches          WatchStats `json:"watches"`
+	// Membership is the cluster's size at the start and the end
+	// (cluster-size).
+	Membership   Membership            `json:"membership"`
+	Final        map[string]FinalValue `json:"final"`
+	Violations   []Violation           `json:"violations"`
+	Strict       bool                  `json:"strict"`
+	KnownBugs    []Violation           `json:"known_bugs"` // tolerated observations of known bugs
+	Inconclusive bool                  `json:"inconclusive"`
 	// Evidence is the directory with the history, the visualizations and
 	// the node logs of a run that failed or was inconclusive.
 	Evidence string `json:"evidence,omitempty"`
@@ -135,6 +138,18 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "final state: %s\n", strings.Join(fs, " "))
 	fmt.Fprintf(w, "invariants: tokens-grow, no-stale-write, acked-writes-durable, no-overlapping-grants\n")
+	if m := r.Membership; len(m.Start) > 0 {
+		fmt.Fprintf(w, "cluster size (%s): %d voters at the start, %d at the end (%s), waited %s",
+			InvClusterSize, len(m.Start), len(m.End), strings.Join(m.End, ", "), m.Waited.Round(100*time.Millisecond))
+		if len(m.Unrestored) == 0 {
+			fmt.Fprintf(w, "; every member fault restored it\n")
+		} else {
+			fmt.Fprintf(w, "; %d member faults did not restore it:\n", len(m.Unrestored))
+			for _, u := range m.Unrestored {
+				fmt.Fprintf(w, "  %s\n", u)
+			}
+		}
+	}
 	t := r.Terms
 	fmt.Fprintf(w, "election terms (%s, %s, %s): %d terms, %d writes (%d ok), %d late writes, %d overlaps excused by a pause\n",
 		InvTermTokens, InvWriteInTerm, InvTermsDisjoint, t.Terms, t.Writes, t.WritesOK, t.LateWrites, t.Excused)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -189,6 +190,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("boot cluster: %w (logs in %s)", err, work)
 	}
 	logf("cluster up: %v", c.Endpoints())
+	var members Membership
+	if _, st, ok := c.LeaderStatus(ctx); ok {
+		members.Start = voters(st)
+	} else {
+		// Boot saw every node a voter a moment ago.
+		for _, n := range c.Nodes {
+			members.Start = append(members.Start, n.ID)
+		}
+	}
 
 	var store *UnsafeStore
 	var storeURL string
@@ -244,6 +254,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	h, terms := all.Split()
 	elapsed := time.Since(start)
 	logf("traffic stopped after %s: %d operations", elapsed.Round(time.Millisecond), len(h))
+	members = endMembership(ctx, c, members, clusterSizeWait)
+	members.Unrestored = nem.Unrestored
+	logf("cluster size: %d voters at the start (%s), %d at the end (%s), after %s waiting for %s",
+		len(members.Start), strings.Join(members.Start, ", "), len(members.End), strings.Join(members.End, ", "), members.Waited.Round(time.Millisecond), members.Awaited)
 
 	// Read the final state even if the run was interrupted.
 	final, err := readFinal(context.WithoutCancel(ctx), c, store, names)
@@ -251,7 +265,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		logf("reading the final state: %v (durability not checked)", err)
 	}
 	rep := &Report{Seed: cfg.Seed, ScheduleHash: sched.Hash(), Duration: elapsed, Nodes: cfg.Nodes, Workers: cfg.Workers,
-		Unsafe: cfg.Unsafe, Strict: cfg.Strict, Planned: len(sched), Injected: nem.Injected, Skipped: nem.Skipped, Final: final}
+		Unsafe: cfg.Unsafe, Strict: cfg.Strict, Planned: len(sched), Injected: nem.Injected, Skipped: nem.Skipped, Final: final,
+		Membership: members}
 	rep.count(all)
 	for _, e := range ws.Errs {
 		logf("worker output: %s", e)
@@ -275,6 +290,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Violations = tolerant
 	}
 	rep.Violations = append(rep.Violations, nem.Violations...)
+	rep.Violations = append(rep.Violations, members.Check()...)
 	rep.SnapshotInstalls = nem.Snapshots
 	rep.Pauses = nem.Pauses
 	tv, tst := CheckTerms(terms, nem.Pauses)
@@ -359,6 +375,29 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return os.WriteFile(to, b, 0o644)
+}
+
+// clusterSizeWait bounds how long the end of a run waits for the cluster
+// to be as large as it began: long enough for a node restarted at the end
+// to join, catch up and be promoted.
+const clusterSizeWait = 60 * time.Second
+
+// endMembership waits up to wait for the leader to list at least as many
+// voters as m.Start, and returns m with the end's voters and what was
+// waited for.
+func endMembership(ctx context.Context, c *Cluster, m Membership, wait time.Duration) Membership {
+	m.Awaited = fmt.Sprintf("a leader to list %d voters, as at the start (%s)", len(m.Start), strings.Join(m.Start, ", "))
+	begin := time.Now()
+	waitFor(ctx, wait, m.Awaited, func() bool {
+		_, st, ok := c.LeaderStatus(ctx)
+		m.End, m.EndLeader = nil, ""
+		if ok {
+			m.End, m.EndLeader = voters(st), st.NodeID
+		}
+		return ok && len(m.End) >= len(m.Start)
+	})
+	m.Waited = time.Since(begin)
+	return m
 }
 
 // readFinal reads every key once the cluster has healed.
