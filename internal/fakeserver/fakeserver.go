@@ -271,3 +271,8 @@ func (h clusterHandler) Leave(ctx context.Context, req *connect.Request[tenurev1
 func (h clusterHandler) TransferLeadership(ctx context.Context, req *connect.Request[tenurev1.TransferLeadershipRequest]) (*connect.Response[tenurev1.TransferLeadershipResponse], error) {
 	return unary(ctx, h.s, "TransferLeadership", h.s.TransferLeadership, req)
 }
+
+// Snapshot answers unimplemented: no test of the fake takes backups.
+func (h clusterHandler) Snapshot(context.Context, *connect.Request[tenurev1.SnapshotRequest], *connect.ServerStream[tenurev1.SnapshotResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("fakeserver: Snapshot is not implemented"))
+}

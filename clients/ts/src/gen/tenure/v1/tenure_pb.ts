@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tenure/v1/tenure.proto.
  */
 export const file_tenure_v1_tenure: GenFile = /*@__PURE__*/
-  fileDesc("ChZ0ZW51cmUvdjEvdGVudXJlLnByb3RvEgl0ZW51cmUudjEiigEKBUxlYXNlEgwKBG5hbWUYASABKAkSDgoGaG9sZGVyGAIgASgJEg0KBXRva2VuGAMgASgEEiYKA3R0bBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIsCglyZW1haW5pbmcYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ieAoLRXJyb3JEZXRhaWwSDgoGcmVhc29uGAEgASgJEg4KBmhvbGRlchgCIAEoCRINCgV0b2tlbhgDIAEoBBIsCglyZW1haW5pbmcYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEbmFtZRgFIAEoCSKVAQoOQWNxdWlyZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIOCgZob2xkZXIYAiABKAkSJgoDdHRsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBHdhaXQYBCABKAgSLwoMd2FpdF90aW1lb3V0GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjIKD0FjcXVpcmVSZXNwb25zZRIfCgVsZWFzZRgBIAEoCzIQLnRlbnVyZS52MS5MZWFzZSInCghMZWFzZVJlZhIMCgRuYW1lGAEgASgJEg0KBXRva2VuGAIgASgEIjMKDFJlbmV3UmVxdWVzdBIjCgZsZWFzZXMYASADKAsyEy50ZW51cmUudjEuTGVhc2VSZWYibAoLUmVuZXdSZXN1bHQSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBIfCgVsZWFzZRgDIAEoCzIQLnRlbnVyZS52MS5MZWFzZRIOCgZyZWFzb24YBCABKAkSDwoHbWVzc2FnZRgFIAEoCSI4Cg1SZW5ld1Jlc3BvbnNlEicKB3Jlc3VsdHMYASADKAsyFi50ZW51cmUudjEuUmVuZXdSZXN1bHQiLQoOUmVsZWFzZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBCIRCg9SZWxlYXNlUmVzcG9uc2UiGgoKR2V0UmVxdWVzdBIMCgRuYW1lGAEgASgJIi4KC0dldFJlc3BvbnNlEh8KBWxlYXNlGAEgASgLMhAudGVudXJlLnYxLkxlYXNlIh0KC0xpc3RSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSIwCgxMaXN0UmVzcG9uc2USIAoGbGVhc2VzGAEgAygLMhAudGVudXJlLnYxLkxlYXNlIh4KDFdhdGNoUmVxdWVzdBIOCgZwcmVmaXgYASABKAki3gEKCldhdGNoRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnRlbnVyZS52MS5XYXRjaEV2ZW50LlR5cGUSHwoFbGVhc2UYAiABKAsyEC50ZW51cmUudjEuTGVhc2USDQoFaW5kZXgYAyABKAQidgoEVHlwZRIUChBUWVBFX1VOU1BFQ0lGSUVEEAASEAoMVFlQRV9DVVJSRU5UEAESDwoLVFlQRV9TWU5DRUQQAhIQCgxUWVBFX0dSQU5URUQQAxIRCg1UWVBFX1JFTEVBU0VEEAQSEAoMVFlQRV9FWFBJUkVEEAUiNQoNV2F0Y2hSZXNwb25zZRIkCgVldmVudBgBIAEoCzIVLnRlbnVyZS52MS5XYXRjaEV2ZW50IkgKDEtWUHV0UmVxdWVzdBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAwSDQoFbGVhc2UYAyABKAkSDQoFdG9rZW4YBCABKAQiIQoNS1ZQdXRSZXNwb25zZRIQCghyZXZpc2lvbhgBIAEoBCIbCgxLVkdldFJlcXVlc3QSCwoDa2V5GAEgASgJIlsKDUtWR2V0UmVzcG9uc2USCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBXRva2VuGAMgASgEEg0KBWxlYXNlGAQgASgJEhAKCHJldmlzaW9uGAUgASgEIjwKD0tWRGVsZXRlUmVxdWVzdBILCgNrZXkYASABKAkSDQoFbGVhc2UYAiABKAkSDQoFdG9rZW4YAyABKAQiJAoQS1ZEZWxldGVSZXNwb25zZRIQCghyZXZpc2lvbhgBIAEoBCJhCgZNZW1iZXISCgoCaWQYASABKAkSFAoMcmFmdF9hZGRyZXNzGAIgASgJEhMKC2FwaV9hZGRyZXNzGAMgASgJEhAKCHN1ZmZyYWdlGAQgASgJEg4KBmxlYWRlchgFIAEoCCIPCg1TdGF0dXNSZXF1ZXN0IvoCCg5TdGF0dXNSZXNwb25zZRIPCgdub2RlX2lkGAEgASgJEg0KBXN0YXRlGAIgASgJEhEKCWxlYWRlcl9pZBgDIAEoCRIWCg5sZWFkZXJfYWRkcmVzcxgEIAEoCRIMCgR0ZXJtGAUgASgEEhUKDWFwcGxpZWRfaW5kZXgYBiABKAQSFAoMY29tbWl0X2luZGV4GAcgASgEEhIKCmxhc3RfaW5kZXgYCCABKAQSIgoHbWVtYmVycxgJIAMoCzIRLnRlbnVyZS52MS5NZW1iZXISLwoMY2x1c3Rlcl90aW1lGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEioKB21pbl90dGwYCyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGbGVhc2VzGAwgASgEEhIKCmxhc3RfdG9rZW4YDSABKAQSEgoKY2x1c3Rlcl9pZBgOIAEoCRIVCg1sZWFzZXNfc3RvcmVkGA8gASgEIl0KC0pvaW5SZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFAoMcmFmdF9hZGRyZXNzGAIgASgJEhMKC2FwaV9hZGRyZXNzGAMgASgJEhIKCmNsdXN0ZXJfaWQYBCABKAkiRgoMSm9pblJlc3BvbnNlEiIKB21lbWJlcnMYASADKAsyES50ZW51cmUudjEuTWVtYmVyEhIKCmNsdXN0ZXJfaWQYAiABKAkiHwoMTGVhdmVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiDwoNTGVhdmVSZXNwb25zZSIsChlUcmFuc2ZlckxlYWRlcnNoaXBSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiLwoaVHJhbnNmZXJMZWFkZXJzaGlwUmVzcG9uc2USEQoJbGVhZGVyX2lkGAEgASgJMo0DCgxMZWFzZVNlcnZpY2USQgoHQWNxdWlyZRIZLnRlbnVyZS52MS5BY3F1aXJlUmVxdWVzdBoaLnRlbnVyZS52MS5BY3F1aXJlUmVzcG9uc2UiABI8CgVSZW5ldxIXLnRlbnVyZS52MS5SZW5ld1JlcXVlc3QaGC50ZW51cmUudjEuUmVuZXdSZXNwb25zZSIAEkIKB1JlbGVhc2USGS50ZW51cmUudjEuUmVsZWFzZVJlcXVlc3QaGi50ZW51cmUudjEuUmVsZWFzZVJlc3BvbnNlIgASOQoDR2V0EhUudGVudXJlLnYxLkdldFJlcXVlc3QaFi50ZW51cmUudjEuR2V0UmVzcG9uc2UiA5ACARI8CgRMaXN0EhYudGVudXJlLnYxLkxpc3RSZXF1ZXN0GhcudGVudXJlLnYxLkxpc3RSZXNwb25zZSIDkAIBEj4KBVdhdGNoEhcudGVudXJlLnYxLldhdGNoUmVxdWVzdBoYLnRlbnVyZS52MS5XYXRjaFJlc3BvbnNlIgAwATLLAQoJS1ZTZXJ2aWNlEjoKA1B1dBIXLnRlbnVyZS52MS5LVlB1dFJlcXVlc3QaGC50ZW51cmUudjEuS1ZQdXRSZXNwb25zZSIAEj0KA0dldBIXLnRlbnVyZS52MS5LVkdldFJlcXVlc3QaGC50ZW51cmUudjEuS1ZHZXRSZXNwb25zZSIDkAIBEkMKBkRlbGV0ZRIaLnRlbnVyZS52MS5LVkRlbGV0ZVJlcXVlc3QaGy50ZW51cmUudjEuS1ZEZWxldGVSZXNwb25zZSIAMrICCg5DbHVzdGVyU2VydmljZRJCCgZTdGF0dXMSGC50ZW51cmUudjEuU3RhdHVzUmVxdWVzdBoZLnRlbnVyZS52MS5TdGF0dXNSZXNwb25zZSIDkAIBEjkKBEpvaW4SFi50ZW51cmUudjEuSm9pblJlcXVlc3QaFy50ZW51cmUudjEuSm9pblJlc3BvbnNlIgASPAoFTGVhdmUSFy50ZW51cmUudjEuTGVhdmVSZXF1ZXN0GhgudGVudXJlLnYxLkxlYXZlUmVzcG9uc2UiABJjChJUcmFuc2ZlckxlYWRlcnNoaXASJC50ZW51cmUudjEuVHJhbnNmZXJMZWFkZXJzaGlwUmVxdWVzdBolLnRlbnVyZS52MS5UcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZSIAQjRaMmdpdGh1Yi5jb20vdGVudXJlLWlvL3RlbnVyZS9nZW4vdGVudXJlL3YxO3RlbnVyZXYxYgZwcm90bzM", [file_google_protobuf_duration]);
+  fileDesc("ChZ0ZW51cmUvdjEvdGVudXJlLnByb3RvEgl0ZW51cmUudjEimQEKBUxlYXNlEgwKBG5hbWUYASABKAkSDgoGaG9sZGVyGAIgASgJEg0KBXRva2VuGAMgASgEEiYKA3R0bBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIsCglyZW1haW5pbmcYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0ihwEKC0Vycm9yRGV0YWlsEg4KBnJlYXNvbhgBIAEoCRIOCgZob2xkZXIYAiABKAkSDQoFdG9rZW4YAyABKAQSLAoJcmVtYWluaW5nGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBG5hbWUYBSABKAkSDQoFbGltaXQYBiABKA0ipAEKDkFjcXVpcmVSZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoGaG9sZGVyGAIgASgJEiYKA3R0bBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgR3YWl0GAQgASgIEi8KDHdhaXRfdGltZW91dBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhINCgVsaW1pdBgGIAEoDSIyCg9BY3F1aXJlUmVzcG9uc2USHwoFbGVhc2UYASABKAsyEC50ZW51cmUudjEuTGVhc2UiTwoITGVhc2VSZWYSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iMwoMUmVuZXdSZXF1ZXN0EiMKBmxlYXNlcxgBIAMoCzITLnRlbnVyZS52MS5MZWFzZVJlZiJsCgtSZW5ld1Jlc3VsdBIMCgRuYW1lGAEgASgJEg0KBXRva2VuGAIgASgEEh8KBWxlYXNlGAMgASgLMhAudGVudXJlLnYxLkxlYXNlEg4KBnJlYXNvbhgEIAEoCRIPCgdtZXNzYWdlGAUgASgJIjgKDVJlbmV3UmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLnRlbnVyZS52MS5SZW5ld1Jlc3VsdCItCg5SZWxlYXNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBXRva2VuGAIgASgEIhEKD1JlbGVhc2VSZXNwb25zZSIaCgpHZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiTwoLR2V0UmVzcG9uc2USHwoFbGVhc2UYASABKAsyEC50ZW51cmUudjEuTGVhc2USHwoFc2xvdHMYAiADKAsyEC50ZW51cmUudjEuTGVhc2UiHQoLTGlzdFJlcXVlc3QSDgoGcHJlZml4GAEgASgJIjAKDExpc3RSZXNwb25zZRIgCgZsZWFzZXMYASADKAsyEC50ZW51cmUudjEuTGVhc2UiHgoMV2F0Y2hSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSLeAQoKV2F0Y2hFdmVudBIoCgR0eXBlGAEgASgOMhoudGVudXJlLnYxLldhdGNoRXZlbnQuVHlwZRIfCgVsZWFzZRgCIAEoCzIQLnRlbnVyZS52MS5MZWFzZRINCgVpbmRleBgDIAEoBCJ2CgRUeXBlEhQKEFRZUEVfVU5TUEVDSUZJRUQQABIQCgxUWVBFX0NVUlJFTlQQARIPCgtUWVBFX1NZTkNFRBACEhAKDFRZUEVfR1JBTlRFRBADEhEKDVRZUEVfUkVMRUFTRUQQBBIQCgxUWVBFX0VYUElSRUQQBSI1Cg1XYXRjaFJlc3BvbnNlEiQKBWV2ZW50GAEgASgLMhUudGVudXJlLnYxLldhdGNoRXZlbnQiLwoMQmF0Y2hSZXF1ZXN0Eh8KA29wcxgBIAMoCzISLnRlbnVyZS52MS5CYXRjaE9wIusBCgdCYXRjaE9wEiwKB2FjcXVpcmUYASABKAsyGS50ZW51cmUudjEuQWNxdWlyZVJlcXVlc3RIABIoCgVyZW5ldxgCIAEoCzIXLnRlbnVyZS52MS5SZW5ld1JlcXVlc3RIABIsCgdyZWxlYXNlGAMgASgLMhkudGVudXJlLnYxLlJlbGVhc2VSZXF1ZXN0SAASJgoDcHV0GAQgASgLMhcudGVudXJlLnYxLktWUHV0UmVxdWVzdEgAEiwKBmRlbGV0ZRgFIAEoCzIaLnRlbnVyZS52MS5LVkRlbGV0ZVJlcXVlc3RIAEIECgJvcCJTCgpCYXRjaEVycm9yEgwKBGNvZGUYASABKA0SDwoHbWVzc2FnZRgCIAEoCRImCgZkZXRhaWwYAyABKAsyFi50ZW51cmUudjEuRXJyb3JEZXRhaWwioAIKC0JhdGNoUmVzdWx0Ei0KB2FjcXVpcmUYASABKAsyGi50ZW51cmUudjEuQWNxdWlyZVJlc3BvbnNlSAASKQoFcmVuZXcYAiABKAsyGC50ZW51cmUudjEuUmVuZXdSZXNwb25zZUgAEi0KB3JlbGVhc2UYAyABKAsyGi50ZW51cmUudjEuUmVsZWFzZVJlc3BvbnNlSAASJwoDcHV0GAQgASgLMhgudGVudXJlLnYxLktWUHV0UmVzcG9uc2VIABItCgZkZWxldGUYBSABKAsyGy50ZW51cmUudjEuS1ZEZWxldGVSZXNwb25zZUgAEiYKBWVycm9yGA8gASgLMhUudGVudXJlLnYxLkJhdGNoRXJyb3JIAEIICgZyZXN1bHQiOAoNQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYudGVudXJlLnYxLkJhdGNoUmVzdWx0IkgKDEtWUHV0UmVxdWVzdBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAwSDQoFbGVhc2UYAyABKAkSDQoFdG9rZW4YBCABKAQiIQoNS1ZQdXRSZXNwb25zZRIQCghyZXZpc2lvbhgBIAEoBCIbCgxLVkdldFJlcXVlc3QSCwoDa2V5GAEgASgJIlsKDUtWR2V0UmVzcG9uc2USCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBXRva2VuGAMgASgEEg0KBWxlYXNlGAQgASgJEhAKCHJldmlzaW9uGAUgASgEIlUKB0tWRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBXRva2VuGAMgASgEEg0KBWxlYXNlGAQgASgJEhAKCHJldmlzaW9uGAUgASgEIjIKDUtWTGlzdFJlcXVlc3QSDgoGcHJlZml4GAEgASgJEhEKCWtleXNfb25seRgCIAEoCCI1Cg5LVkxpc3RSZXNwb25zZRIjCgdlbnRyaWVzGAEgAygLMhIudGVudXJlLnYxLktWRW50cnkiPAoPS1ZEZWxldGVSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgVsZWFzZRgCIAEoCRINCgV0b2tlbhgDIAEoBCIkChBLVkRlbGV0ZVJlc3BvbnNlEhAKCHJldmlzaW9uGAEgASgEIpIBCgZNZW1iZXISCgoCaWQYASABKAkSFAoMcmFmdF9hZGRyZXNzGAIgASgJEhMKC2FwaV9hZGRyZXNzGAMgASgJEhAKCHN1ZmZyYWdlGAQgASgJEg4KBmxlYWRlchgFIAEoCBIvCgxsYXN0X2NvbnRhY3QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iDwoNU3RhdHVzUmVxdWVzdCL6AgoOU3RhdHVzUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCRIRCglsZWFkZXJfaWQYAyABKAkSFgoObGVhZGVyX2FkZHJlc3MYBCABKAkSDAoEdGVybRgFIAEoBBIVCg1hcHBsaWVkX2luZGV4GAYgASgEEhQKDGNvbW1pdF9pbmRleBgHIAEoBBISCgpsYXN0X2luZGV4GAggASgEEiIKB21lbWJlcnMYCSADKAsyES50ZW51cmUudjEuTWVtYmVyEi8KDGNsdXN0ZXJfdGltZRgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCgdtaW5fdHRsGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBmxlYXNlcxgMIAEoBBISCgpsYXN0X3Rva2VuGA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSFQoNbGVhc2VzX3N0b3JlZBgPIAEoBCJdCgtKb2luUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDHJhZnRfYWRkcmVzcxgCIAEoCRITCgthcGlfYWRkcmVzcxgDIAEoCRISCgpjbHVzdGVyX2lkGAQgASgJIkYKDEpvaW5SZXNwb25zZRIiCgdtZW1iZXJzGAEgAygLMhEudGVudXJlLnYxLk1lbWJlchISCgpjbHVzdGVyX2lkGAIgASgJIh8KDExlYXZlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIg8KDUxlYXZlUmVzcG9uc2UiLAoZVHJhbnNmZXJMZWFkZXJzaGlwUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIi8KGlRyYW5zZmVyTGVhZGVyc2hpcFJlc3BvbnNlEhEKCWxlYWRlcl9pZBgBIAEoCSIRCg9TbmFwc2hvdFJlcXVlc3QiIQoQU25hcHNob3RSZXNwb25zZRINCgVjaHVuaxgBIAEoDDLLAwoMTGVhc2VTZXJ2aWNlEkIKB0FjcXVpcmUSGS50ZW51cmUudjEuQWNxdWlyZVJlcXVlc3QaGi50ZW51cmUudjEuQWNxdWlyZVJlc3BvbnNlIgASPAoFUmVuZXcSFy50ZW51cmUudjEuUmVuZXdSZXF1ZXN0GhgudGVudXJlLnYxLlJlbmV3UmVzcG9uc2UiABJCCgdSZWxlYXNlEhkudGVudXJlLnYxLlJlbGVhc2VSZXF1ZXN0GhoudGVudXJlLnYxLlJlbGVhc2VSZXNwb25zZSIAEjkKA0dldBIVLnRlbnVyZS52MS5HZXRSZXF1ZXN0GhYudGVudXJlLnYxLkdldFJlc3BvbnNlIgOQAgESPAoETGlzdBIWLnRlbnVyZS52MS5MaXN0UmVxdWVzdBoXLnRlbnVyZS52MS5MaXN0UmVzcG9uc2UiA5ACARI+CgVXYXRjaBIXLnRlbnVyZS52MS5XYXRjaFJlcXVlc3QaGC50ZW51cmUudjEuV2F0Y2hSZXNwb25zZSIAMAESPAoFQmF0Y2gSFy50ZW51cmUudjEuQmF0Y2hSZXF1ZXN0GhgudGVudXJlLnYxLkJhdGNoUmVzcG9uc2UiADKNAgoJS1ZTZXJ2aWNlEjoKA1B1dBIXLnRlbnVyZS52MS5LVlB1dFJlcXVlc3QaGC50ZW51cmUudjEuS1ZQdXRSZXNwb25zZSIAEj0KA0dldBIXLnRlbnVyZS52MS5LVkdldFJlcXVlc3QaGC50ZW51cmUudjEuS1ZHZXRSZXNwb25zZSIDkAIBEkMKBkRlbGV0ZRIaLnRlbnVyZS52MS5LVkRlbGV0ZVJlcXVlc3QaGy50ZW51cmUudjEuS1ZEZWxldGVSZXNwb25zZSIAEkAKBExpc3QSGC50ZW51cmUudjEuS1ZMaXN0UmVxdWVzdBoZLnRlbnVyZS52MS5LVkxpc3RSZXNwb25zZSIDkAIBMvsCCg5DbHVzdGVyU2VydmljZRJCCgZTdGF0dXMSGC50ZW51cmUudjEuU3RhdHVzUmVxdWVzdBoZLnRlbnVyZS52MS5TdGF0dXNSZXNwb25zZSIDkAIBEjkKBEpvaW4SFi50ZW51cmUudjEuSm9pblJlcXVlc3QaFy50ZW51cmUudjEuSm9pblJlc3BvbnNlIgASPAoFTGVhdmUSFy50ZW51cmUudjEuTGVhdmVSZXF1ZXN0GhgudGVudXJlLnYxLkxlYXZlUmVzcG9uc2UiABJjChJUcmFuc2ZlckxlYWRlcnNoaXASJC50ZW51cmUudjEuVHJhbnNmZXJMZWFkZXJzaGlwUmVxdWVzdBolLnRlbnVyZS52MS5UcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZSIAEkcKCFNuYXBzaG90EhoudGVudXJlLnYxLlNuYXBzaG90UmVxdWVzdBobLnRlbnVyZS52MS5TbmFwc2hvdFJlc3BvbnNlIgAwAUI0WjJnaXRodWIuY29tL3RlbnVyZS1pby90ZW51cmUvZ2VuL3RlbnVyZS92MTt0ZW51cmV2MWIGcHJvdG8z", [file_google_protobuf_duration]);
 
 /**
  * Lease is one grant of a named lease.
@@ -60,6 +60,14 @@ export type Lease = Message<"tenure.v1.Lease"> & {
    * @generated from field: google.protobuf.Duration remaining = 5;
    */
   remaining?: Duration;
+
+  /**
+   * For one slot of a semaphore: its limit (at most this many holders of
+   * the name at once, each slot with its own token). 0 for a plain lease.
+   *
+   * @generated from field: uint32 limit = 6;
+   */
+  limit: number;
 };
 
 /**
@@ -108,6 +116,14 @@ export type ErrorDetail = Message<"tenure.v1.ErrorDetail"> & {
    * @generated from field: string name = 5;
    */
   name: string;
+
+  /**
+   * For LEASE_HELD of a semaphore: its limit; every slot is held and
+   * holder, token and remaining describe the slot that expires first.
+   *
+   * @generated from field: uint32 limit = 6;
+   */
+  limit: number;
 };
 
 /**
@@ -148,6 +164,15 @@ export type AcquireRequest = Message<"tenure.v1.AcquireRequest"> & {
    * @generated from field: google.protobuf.Duration wait_timeout = 5;
    */
   waitTimeout?: Duration;
+
+  /**
+   * A limit above 1 asks for one slot of a semaphore: up to limit holders
+   * of the name at once. The limit is fixed by the first grant while any
+   * slot is live; another limit is invalid_argument. 0 or 1: a plain lease.
+   *
+   * @generated from field: uint32 limit = 6;
+   */
+  limit: number;
 };
 
 /**
@@ -189,6 +214,15 @@ export type LeaseRef = Message<"tenure.v1.LeaseRef"> & {
    * @generated from field: uint64 token = 2;
    */
   token: bigint;
+
+  /**
+   * In a RenewRequest: a new TTL for the grant, within the server's bounds
+   * (like an acquire's); the grant keeps it for later renewals. Unset
+   * renews by the grant's TTL.
+   *
+   * @generated from field: google.protobuf.Duration ttl = 3;
+   */
+  ttl?: Duration;
 };
 
 /**
@@ -334,9 +368,19 @@ export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
  */
 export type GetResponse = Message<"tenure.v1.GetResponse"> & {
   /**
+   * The grant; for a semaphore, the slot granted first.
+   *
    * @generated from field: tenure.v1.Lease lease = 1;
    */
   lease?: Lease;
+
+  /**
+   * Every live grant of the name, in the order granted: one for a plain
+   * lease, one per held slot for a semaphore.
+   *
+   * @generated from field: repeated tenure.v1.Lease slots = 2;
+   */
+  slots: Lease[];
 };
 
 /**
@@ -490,6 +534,178 @@ export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
   messageDesc(file_tenure_v1_tenure, 16);
 
 /**
+ * @generated from message tenure.v1.BatchRequest
+ */
+export type BatchRequest = Message<"tenure.v1.BatchRequest"> & {
+  /**
+   * @generated from field: repeated tenure.v1.BatchOp ops = 1;
+   */
+  ops: BatchOp[];
+};
+
+/**
+ * Describes the message tenure.v1.BatchRequest.
+ * Use `create(BatchRequestSchema)` to create a new message.
+ */
+export const BatchRequestSchema: GenMessage<BatchRequest> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 17);
+
+/**
+ * BatchOp is one request of a batch. An acquire may not wait: waiting
+ * acquires have their own call.
+ *
+ * @generated from message tenure.v1.BatchOp
+ */
+export type BatchOp = Message<"tenure.v1.BatchOp"> & {
+  /**
+   * @generated from oneof tenure.v1.BatchOp.op
+   */
+  op: {
+    /**
+     * @generated from field: tenure.v1.AcquireRequest acquire = 1;
+     */
+    value: AcquireRequest;
+    case: "acquire";
+  } | {
+    /**
+     * @generated from field: tenure.v1.RenewRequest renew = 2;
+     */
+    value: RenewRequest;
+    case: "renew";
+  } | {
+    /**
+     * @generated from field: tenure.v1.ReleaseRequest release = 3;
+     */
+    value: ReleaseRequest;
+    case: "release";
+  } | {
+    /**
+     * @generated from field: tenure.v1.KVPutRequest put = 4;
+     */
+    value: KVPutRequest;
+    case: "put";
+  } | {
+    /**
+     * @generated from field: tenure.v1.KVDeleteRequest delete = 5;
+     */
+    value: KVDeleteRequest;
+    case: "delete";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message tenure.v1.BatchOp.
+ * Use `create(BatchOpSchema)` to create a new message.
+ */
+export const BatchOpSchema: GenMessage<BatchOp> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 18);
+
+/**
+ * BatchError is the error of one op: what the op's own call would have
+ * returned as its error.
+ *
+ * @generated from message tenure.v1.BatchError
+ */
+export type BatchError = Message<"tenure.v1.BatchError"> & {
+  /**
+   * The Connect error code (connect.Code: 3 invalid_argument, 5 not_found,
+   * 9 failed_precondition, ...).
+   *
+   * @generated from field: uint32 code = 1;
+   */
+  code: number;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * @generated from field: tenure.v1.ErrorDetail detail = 3;
+   */
+  detail?: ErrorDetail;
+};
+
+/**
+ * Describes the message tenure.v1.BatchError.
+ * Use `create(BatchErrorSchema)` to create a new message.
+ */
+export const BatchErrorSchema: GenMessage<BatchError> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 19);
+
+/**
+ * @generated from message tenure.v1.BatchResult
+ */
+export type BatchResult = Message<"tenure.v1.BatchResult"> & {
+  /**
+   * @generated from oneof tenure.v1.BatchResult.result
+   */
+  result: {
+    /**
+     * @generated from field: tenure.v1.AcquireResponse acquire = 1;
+     */
+    value: AcquireResponse;
+    case: "acquire";
+  } | {
+    /**
+     * @generated from field: tenure.v1.RenewResponse renew = 2;
+     */
+    value: RenewResponse;
+    case: "renew";
+  } | {
+    /**
+     * @generated from field: tenure.v1.ReleaseResponse release = 3;
+     */
+    value: ReleaseResponse;
+    case: "release";
+  } | {
+    /**
+     * @generated from field: tenure.v1.KVPutResponse put = 4;
+     */
+    value: KVPutResponse;
+    case: "put";
+  } | {
+    /**
+     * @generated from field: tenure.v1.KVDeleteResponse delete = 5;
+     */
+    value: KVDeleteResponse;
+    case: "delete";
+  } | {
+    /**
+     * @generated from field: tenure.v1.BatchError error = 15;
+     */
+    value: BatchError;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message tenure.v1.BatchResult.
+ * Use `create(BatchResultSchema)` to create a new message.
+ */
+export const BatchResultSchema: GenMessage<BatchResult> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 20);
+
+/**
+ * @generated from message tenure.v1.BatchResponse
+ */
+export type BatchResponse = Message<"tenure.v1.BatchResponse"> & {
+  /**
+   * One result per op, in the order of the request.
+   *
+   * @generated from field: repeated tenure.v1.BatchResult results = 1;
+   */
+  results: BatchResult[];
+};
+
+/**
+ * Describes the message tenure.v1.BatchResponse.
+ * Use `create(BatchResponseSchema)` to create a new message.
+ */
+export const BatchResponseSchema: GenMessage<BatchResponse> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 21);
+
+/**
  * @generated from message tenure.v1.KVPutRequest
  */
 export type KVPutRequest = Message<"tenure.v1.KVPutRequest"> & {
@@ -521,7 +737,7 @@ export type KVPutRequest = Message<"tenure.v1.KVPutRequest"> & {
  * Use `create(KVPutRequestSchema)` to create a new message.
  */
 export const KVPutRequestSchema: GenMessage<KVPutRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 17);
+  messageDesc(file_tenure_v1_tenure, 22);
 
 /**
  * @generated from message tenure.v1.KVPutResponse
@@ -538,7 +754,7 @@ export type KVPutResponse = Message<"tenure.v1.KVPutResponse"> & {
  * Use `create(KVPutResponseSchema)` to create a new message.
  */
 export const KVPutResponseSchema: GenMessage<KVPutResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 18);
+  messageDesc(file_tenure_v1_tenure, 23);
 
 /**
  * @generated from message tenure.v1.KVGetRequest
@@ -555,7 +771,7 @@ export type KVGetRequest = Message<"tenure.v1.KVGetRequest"> & {
  * Use `create(KVGetRequestSchema)` to create a new message.
  */
 export const KVGetRequestSchema: GenMessage<KVGetRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 19);
+  messageDesc(file_tenure_v1_tenure, 24);
 
 /**
  * @generated from message tenure.v1.KVGetResponse
@@ -598,7 +814,91 @@ export type KVGetResponse = Message<"tenure.v1.KVGetResponse"> & {
  * Use `create(KVGetResponseSchema)` to create a new message.
  */
 export const KVGetResponseSchema: GenMessage<KVGetResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 20);
+  messageDesc(file_tenure_v1_tenure, 25);
+
+/**
+ * KVEntry is one value of the store, as KVGetResponse has it.
+ *
+ * @generated from message tenure.v1.KVEntry
+ */
+export type KVEntry = Message<"tenure.v1.KVEntry"> & {
+  /**
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * @generated from field: bytes value = 2;
+   */
+  value: Uint8Array;
+
+  /**
+   * @generated from field: uint64 token = 3;
+   */
+  token: bigint;
+
+  /**
+   * @generated from field: string lease = 4;
+   */
+  lease: string;
+
+  /**
+   * @generated from field: uint64 revision = 5;
+   */
+  revision: bigint;
+};
+
+/**
+ * Describes the message tenure.v1.KVEntry.
+ * Use `create(KVEntrySchema)` to create a new message.
+ */
+export const KVEntrySchema: GenMessage<KVEntry> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 26);
+
+/**
+ * @generated from message tenure.v1.KVListRequest
+ */
+export type KVListRequest = Message<"tenure.v1.KVListRequest"> & {
+  /**
+   * Keys that start with prefix; the empty prefix lists every key.
+   *
+   * @generated from field: string prefix = 1;
+   */
+  prefix: string;
+
+  /**
+   * Leave the values out (value is empty).
+   *
+   * @generated from field: bool keys_only = 2;
+   */
+  keysOnly: boolean;
+};
+
+/**
+ * Describes the message tenure.v1.KVListRequest.
+ * Use `create(KVListRequestSchema)` to create a new message.
+ */
+export const KVListRequestSchema: GenMessage<KVListRequest> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 27);
+
+/**
+ * @generated from message tenure.v1.KVListResponse
+ */
+export type KVListResponse = Message<"tenure.v1.KVListResponse"> & {
+  /**
+   * Sorted by key; deleted keys are left out.
+   *
+   * @generated from field: repeated tenure.v1.KVEntry entries = 1;
+   */
+  entries: KVEntry[];
+};
+
+/**
+ * Describes the message tenure.v1.KVListResponse.
+ * Use `create(KVListResponseSchema)` to create a new message.
+ */
+export const KVListResponseSchema: GenMessage<KVListResponse> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 28);
 
 /**
  * @generated from message tenure.v1.KVDeleteRequest
@@ -625,7 +925,7 @@ export type KVDeleteRequest = Message<"tenure.v1.KVDeleteRequest"> & {
  * Use `create(KVDeleteRequestSchema)` to create a new message.
  */
 export const KVDeleteRequestSchema: GenMessage<KVDeleteRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 21);
+  messageDesc(file_tenure_v1_tenure, 29);
 
 /**
  * @generated from message tenure.v1.KVDeleteResponse
@@ -642,7 +942,7 @@ export type KVDeleteResponse = Message<"tenure.v1.KVDeleteResponse"> & {
  * Use `create(KVDeleteResponseSchema)` to create a new message.
  */
 export const KVDeleteResponseSchema: GenMessage<KVDeleteResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 22);
+  messageDesc(file_tenure_v1_tenure, 30);
 
 /**
  * @generated from message tenure.v1.Member
@@ -674,6 +974,16 @@ export type Member = Message<"tenure.v1.Member"> & {
    * @generated from field: bool leader = 5;
    */
   leader: boolean;
+
+  /**
+   * How long ago the answering node last heard from this member: in the
+   * leader's answer, the member's last answer to a heartbeat or to
+   * replication (zero for the leader itself); in a follower's, only for
+   * the leader, its last contact with it. Unset when not known.
+   *
+   * @generated from field: google.protobuf.Duration last_contact = 6;
+   */
+  lastContact?: Duration;
 };
 
 /**
@@ -681,7 +991,7 @@ export type Member = Message<"tenure.v1.Member"> & {
  * Use `create(MemberSchema)` to create a new message.
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 23);
+  messageDesc(file_tenure_v1_tenure, 31);
 
 /**
  * @generated from message tenure.v1.StatusRequest
@@ -694,7 +1004,7 @@ export type StatusRequest = Message<"tenure.v1.StatusRequest"> & {
  * Use `create(StatusRequestSchema)` to create a new message.
  */
 export const StatusRequestSchema: GenMessage<StatusRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 24);
+  messageDesc(file_tenure_v1_tenure, 32);
 
 /**
  * @generated from message tenure.v1.StatusResponse
@@ -791,7 +1101,7 @@ export type StatusResponse = Message<"tenure.v1.StatusResponse"> & {
  * Use `create(StatusResponseSchema)` to create a new message.
  */
 export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 25);
+  messageDesc(file_tenure_v1_tenure, 33);
 
 /**
  * @generated from message tenure.v1.JoinRequest
@@ -826,7 +1136,7 @@ export type JoinRequest = Message<"tenure.v1.JoinRequest"> & {
  * Use `create(JoinRequestSchema)` to create a new message.
  */
 export const JoinRequestSchema: GenMessage<JoinRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 26);
+  messageDesc(file_tenure_v1_tenure, 34);
 
 /**
  * @generated from message tenure.v1.JoinResponse
@@ -851,7 +1161,7 @@ export type JoinResponse = Message<"tenure.v1.JoinResponse"> & {
  * Use `create(JoinResponseSchema)` to create a new message.
  */
 export const JoinResponseSchema: GenMessage<JoinResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 27);
+  messageDesc(file_tenure_v1_tenure, 35);
 
 /**
  * @generated from message tenure.v1.LeaveRequest
@@ -868,7 +1178,7 @@ export type LeaveRequest = Message<"tenure.v1.LeaveRequest"> & {
  * Use `create(LeaveRequestSchema)` to create a new message.
  */
 export const LeaveRequestSchema: GenMessage<LeaveRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 28);
+  messageDesc(file_tenure_v1_tenure, 36);
 
 /**
  * @generated from message tenure.v1.LeaveResponse
@@ -881,7 +1191,7 @@ export type LeaveResponse = Message<"tenure.v1.LeaveResponse"> & {
  * Use `create(LeaveResponseSchema)` to create a new message.
  */
 export const LeaveResponseSchema: GenMessage<LeaveResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 29);
+  messageDesc(file_tenure_v1_tenure, 37);
 
 /**
  * @generated from message tenure.v1.TransferLeadershipRequest
@@ -900,7 +1210,7 @@ export type TransferLeadershipRequest = Message<"tenure.v1.TransferLeadershipReq
  * Use `create(TransferLeadershipRequestSchema)` to create a new message.
  */
 export const TransferLeadershipRequestSchema: GenMessage<TransferLeadershipRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 30);
+  messageDesc(file_tenure_v1_tenure, 38);
 
 /**
  * @generated from message tenure.v1.TransferLeadershipResponse
@@ -917,7 +1227,43 @@ export type TransferLeadershipResponse = Message<"tenure.v1.TransferLeadershipRe
  * Use `create(TransferLeadershipResponseSchema)` to create a new message.
  */
 export const TransferLeadershipResponseSchema: GenMessage<TransferLeadershipResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 31);
+  messageDesc(file_tenure_v1_tenure, 39);
+
+/**
+ * @generated from message tenure.v1.SnapshotRequest
+ */
+export type SnapshotRequest = Message<"tenure.v1.SnapshotRequest"> & {
+};
+
+/**
+ * Describes the message tenure.v1.SnapshotRequest.
+ * Use `create(SnapshotRequestSchema)` to create a new message.
+ */
+export const SnapshotRequestSchema: GenMessage<SnapshotRequest> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 40);
+
+/**
+ * One piece of a backup of the cluster's state. The chunks of the stream,
+ * in order, are the backup file: a header line (JSON: format, version,
+ * cluster_id, node_id, index, last_token, created), the state as raft's
+ * snapshots hold it, and a last line "sha256 <64 hex digits>" with the
+ * SHA-256 of everything before it.
+ *
+ * @generated from message tenure.v1.SnapshotResponse
+ */
+export type SnapshotResponse = Message<"tenure.v1.SnapshotResponse"> & {
+  /**
+   * @generated from field: bytes chunk = 1;
+   */
+  chunk: Uint8Array;
+};
+
+/**
+ * Describes the message tenure.v1.SnapshotResponse.
+ * Use `create(SnapshotResponseSchema)` to create a new message.
+ */
+export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 41);
 
 /**
  * @generated from service tenure.v1.LeaseService
@@ -971,6 +1317,21 @@ export const LeaseService: GenService<{
     input: typeof WatchRequestSchema;
     output: typeof WatchResponseSchema;
   },
+  /**
+   * Batch carries several independent requests in one call: the Go client
+   * coalesces concurrent calls into one, so that many callers share one
+   * round trip and one raft entry. Each op is applied as if it had been sent
+   * alone, in the order given, and gets its own result or error; one op's
+   * failure does not affect the others. An error of the call itself (no
+   * leader, a timeout) applies to every op.
+   *
+   * @generated from rpc tenure.v1.LeaseService.Batch
+   */
+  batch: {
+    methodKind: "unary";
+    input: typeof BatchRequestSchema;
+    output: typeof BatchResponseSchema;
+  },
 }> = /*@__PURE__*/
   serviceDesc(file_tenure_v1_tenure, 0);
 
@@ -1001,6 +1362,14 @@ export const KVService: GenService<{
     methodKind: "unary";
     input: typeof KVDeleteRequestSchema;
     output: typeof KVDeleteResponseSchema;
+  },
+  /**
+   * @generated from rpc tenure.v1.KVService.List
+   */
+  list: {
+    methodKind: "unary";
+    input: typeof KVListRequestSchema;
+    output: typeof KVListResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_tenure_v1_tenure, 1);
@@ -1040,6 +1409,18 @@ export const ClusterService: GenService<{
     methodKind: "unary";
     input: typeof TransferLeadershipRequestSchema;
     output: typeof TransferLeadershipResponseSchema;
+  },
+  /**
+   * Snapshot streams a backup: the leader's state after every entry
+   * committed before the call was applied. Followers relay the leader's.
+   * Needs the admin role.
+   *
+   * @generated from rpc tenure.v1.ClusterService.Snapshot
+   */
+  snapshot: {
+    methodKind: "server_streaming";
+    input: typeof SnapshotRequestSchema;
+    output: typeof SnapshotResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_tenure_v1_tenure, 2);
