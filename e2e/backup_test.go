@@ -288,6 +288,9 @@ func TestForceNewCluster(t *testing.T) {
 		}
 	}
 	survivor.kill()
+	// The survivor was started with --join; it starts a new cluster now,
+	// which joins nothing.
+	survivor.node.Join = ""
 	survivor.node.Extra = []string{"--election-timeout", "300ms", "--force-new-cluster"}
 	survivor.start()
 	survivor.waitReady(20 * time.Second)
