@@ -151,6 +151,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if tok := acquireJSON(t, r.api, "after/restart", "--ttl", "1h").Token; tok != next+1 {
 		t.Fatalf("token after a restart is %d, want %d", tok, next+1)
 	}
+	checkLogDocumented(t, old, r)
 }
 
 // TestRestoreRefusals: --restore refuses a data directory that holds
@@ -336,4 +337,5 @@ func TestForceNewCluster(t *testing.T) {
 	if tok := acquireJSON(t, survivor.api+","+n4.api, "svc/after-join", "--ttl", "1h").Token; tok != next+1 {
 		t.Fatalf("token after the join is %d, want %d", tok, next+1)
 	}
+	checkLogDocumented(t, append(ns, n4)...)
 }
