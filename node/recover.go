@@ -344,33 +344,61 @@ func ForceNewCluster(cfg RecoverConfig) (RecoverResult, error) {
 	}
 	cfg.NodeID = d.nodeID
 	hlog := hclog.NewNullLogger()
-	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.DataDir, fileRaftDB),
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
-	})
+	rdb, err := d.inspectRaft()
 	if err != nil {
-		return RecoverResult{}, &DataDirError{Dir: cfg.DataDir, File: fileRaftDB, Problem: "cannot be opened: " + err.Error()}
+		return RecoverResult{}, err
 	}
-	defer bolt.Close()
 	rl, err := raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), raftlog.Options{})
 	if err != nil {
 		return RecoverResult{}, &DataDirError{Dir: cfg.DataDir, File: dirRaftLog, Problem: "cannot be opened: " + err.Error()}
 	}
 	defer rl.Close()
-	if err := migrateLog(bolt, rl, cfg.Logger); err != nil {
-		return RecoverResult{}, err
+	var bolt *raftboltdb.BoltStore
+	openBolt := func() error {
+		var err error
+		bolt, err = raftboltdb.New(raftboltdb.Options{
+			Path:        filepath.Join(cfg.DataDir, fileRaftDB),
+			BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
+		})
+		if err != nil {
+			return &DataDirError{Dir: cfg.DataDir, File: fileRaftDB, Problem: "cannot be opened: " + err.Error()}
+		}
+		return nil
+	}
+	defer func() {
+		if bolt != nil {
+			bolt.Close()
+		}
+	}()
+	if rdb.logFile == fileRaftDB {
+		// A directory of an older tenure: its log moves first, as at
+		// any start.
+		if err := openBolt(); err != nil {
+			return RecoverResult{}, err
+		}
+		if err := migrateLog(bolt, rl, cfg.Logger); err != nil {
+			return RecoverResult{}, err
+		}
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog)
 	if err != nil {
 		return RecoverResult{}, fmt.Errorf("node: open snapshot store: %w", err)
 	}
-	r := &recoverFSM{fsm: newFSM(), cfg: &cfg, clusterID: NewClusterID()}
-	if metas, err := snaps.List(); err == nil && len(metas) > 0 {
-		var term, index, ms uint64
-		if _, err := fmt.Sscanf(metas[0].ID, "%d-%d-%d", &term, &index, &ms); err == nil {
-			r.taken = time.UnixMilli(int64(ms))
+	// A dry run in memory first, so that a refusal (a clock that gives
+	// no safe floor, a state that does not read) changes nothing.
+	dry := &recoverFSM{fsm: newFSM(), cfg: &cfg, clusterID: "dry-run"}
+	if err := replayState(dry, rl, snaps); err != nil {
+		return RecoverResult{}, err
+	}
+	if err := dry.prepare(); err != nil {
+		return RecoverResult{}, err
+	}
+	if bolt == nil {
+		if err := openBolt(); err != nil {
+			return RecoverResult{}, err
 		}
 	}
+	r := &recoverFSM{fsm: newFSM(), cfg: &cfg, clusterID: NewClusterID(), taken: dry.taken}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
 	defer trans.Close()
 	rc := raft.DefaultConfig()
@@ -395,4 +423,50 @@ func ForceNewCluster(cfg RecoverConfig) (RecoverResult, error) {
 		r.res.Index = metas[0].Index
 	}
 	return r.res, nil
+}
+
+// replayState reads the state the directory holds into r as
+// raft.RecoverCluster will: the newest snapshot that restores, then
+// every command of the log after it. It notes the newest time the data
+// records (the snapshot's creation, the entries' append times) in
+// r.taken.
+func replayState(r *recoverFSM, logs raft.LogStore, snaps raft.SnapshotStore) error {
+	metas, err := snaps.List()
+	if err != nil {
+		return fmt.Errorf("node: list snapshots: %w", err)
+	}
+	var index uint64
+	for _, m := range metas {
+		_, rc, err := snaps.Open(m.ID)
+		if err != nil {
+			continue
+		}
+		err = r.fsm.Restore(rc)
+		if err != nil {
+			continue
+		}
+		index = m.Index
+		var term, idx, ms uint64
+		if _, err := fmt.Sscanf(m.ID, "%d-%d-%d", &term, &idx, &ms); err == nil {
+			r.taken = time.UnixMilli(int64(ms))
+		}
+		break
+	}
+	if len(metas) > 0 && index == 0 {
+		return errors.New("node: none of the snapshots can be restored")
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return fmt.Errorf("node: read the log: %w", err)
+	}
+	for i := index + 1; i <= last; i++ {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			return fmt.Errorf("node: read log entry %d: %w", i, err)
+		}
+		if l.Type == raft.LogCommand {
+			r.Apply(&l)
+		}
+	}
+	return nil
 }

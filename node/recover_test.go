@@ -269,3 +269,26 @@ func TestForceNewClusterRefusesEmptyDir(t *testing.T) {
 		t.Fatalf("ForceNewCluster on an empty directory: %v", err)
 	}
 }
+
+// A clock that reads earlier than the survivor's last entry gives no
+// safe floor: ForceNewCluster refuses and changes nothing; with an
+// explicit floor it goes ahead.
+func TestForceNewClusterClockBehind(t *testing.T) {
+	dir := t.TempDir()
+	old := startOn(t, dir, "n1", true)
+	last := grant(t, old, "a").Token
+	old.Abort()
+	before := dirListing(t, dir)
+	past := func() time.Time { return time.Now().Add(-time.Hour) }
+	_, err := ForceNewCluster(RecoverConfig{DataDir: dir, RaftAddr: "n1", Now: past})
+	if !errors.Is(err, ErrClockFloor) && (err == nil || !strings.Contains(err.Error(), "went backwards")) {
+		t.Fatalf("ForceNewCluster with the clock an hour behind: %v, want a refusal for the clock", err)
+	}
+	if after := dirListing(t, dir); after != before {
+		t.Fatalf("the refused ForceNewCluster changed the directory:\n%s\nto\n%s", before, after)
+	}
+	res, err := ForceNewCluster(RecoverConfig{DataDir: dir, RaftAddr: "n1", Now: past, TokenFloor: 1 << 40})
+	if err != nil || res.NextToken != 1<<40 || res.LastToken != last {
+		t.Fatalf("ForceNewCluster with --token-floor: %+v, %v", res, err)
+	}
+}
