@@ -242,9 +242,14 @@ func Restore(cfg RecoverConfig, path string) (RecoverResult, error) {
 	if err := writeStartState(cfg, b.Info.Index, term, snap); err != nil {
 		return RecoverResult{}, err
 	}
-	d := &dataDir{path: cfg.DataDir}
-	if err := d.initialise(cfg.NodeID, r.clusterID); err != nil {
-		return RecoverResult{}, err
+	// The IDs last: they mark the directory initialised.
+	for _, f := range []struct{ name, id string }{{fileNodeID, cfg.NodeID}, {fileClusterID, r.clusterID}} {
+		if err := writeFileSync(filepath.Join(cfg.DataDir, f.name), []byte(f.id+"\n")); err != nil {
+			return RecoverResult{}, fmt.Errorf("node: record %s: %w", f.name, err)
+		}
+	}
+	if err := syncDir(cfg.DataDir); err != nil {
+		return RecoverResult{}, fmt.Errorf("node: sync data directory: %w", err)
 	}
 	ok = true
 	r.res.NodeID, r.res.ClusterID, r.res.Index = cfg.NodeID, r.clusterID, b.Info.Index
@@ -309,6 +314,10 @@ func clearDir(dir string) {
 		os.RemoveAll(filepath.Join(dir, e.Name()))
 	}
 }
+
+// recoverLogMarksKey is the raft.db key of the segment log's marks (zero
+// marks, 16 zero bytes, promise nothing).
+var recoverLogMarksKey = []byte("TenureLogMarks")
 
 // ForceNewCluster turns the data directory of a survivor of a lost
 // majority into a new one-member cluster, as etcd's --force-new-cluster
@@ -397,6 +406,14 @@ func ForceNewCluster(cfg RecoverConfig) (RecoverResult, error) {
 		if err := openBolt(); err != nil {
 			return RecoverResult{}, err
 		}
+	}
+	// raft.db may keep marks of how far the segment log reached, to
+	// refuse a log that lost entries; the log is about to be emptied on
+	// purpose (its state goes into the new snapshot), so the marks are
+	// reset to promise nothing first. A crash before the log is emptied
+	// leaves it whole, with marks that are merely weaker.
+	if err := bolt.Set(recoverLogMarksKey, make([]byte, 16)); err != nil {
+		return RecoverResult{}, &DataDirError{Dir: cfg.DataDir, File: fileRaftDB, Problem: "cannot be written: " + err.Error()}
 	}
 	r := &recoverFSM{fsm: newFSM(), cfg: &cfg, clusterID: NewClusterID(), taken: dry.taken}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
