@@ -315,6 +315,10 @@ func clearDir(dir string) {
 	}
 }
 
+// recoverCatchingUp is the file that marks a data directory whose node
+// joined and has not caught up with its cluster yet.
+const recoverCatchingUp = "catching-up"
+
 // recoverLogMarksKey is the raft.db key of the segment log's marks (zero
 // marks, 16 zero bytes, promise nothing).
 var recoverLogMarksKey = []byte("TenureLogMarks")
@@ -352,6 +356,15 @@ func ForceNewCluster(cfg RecoverConfig) (RecoverResult, error) {
 		return RecoverResult{}, fmt.Errorf("node: data directory %s belongs to node %q, not %q", cfg.DataDir, d.nodeID, cfg.NodeID)
 	}
 	cfg.NodeID = d.nodeID
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, recoverCatchingUp)); err == nil {
+		// Its state may lack entries the cluster committed. The floor
+		// would still keep tokens safe, but the leases and values could
+		// be older than what was acknowledged.
+		return RecoverResult{}, fmt.Errorf("node: data directory %s: this node had not caught up with its cluster since it joined (%s is there): "+
+			"its state may lack acknowledged requests. Force a new cluster from another survivor, or restore a backup; "+
+			"to force it from this state all the same, remove %s first",
+			cfg.DataDir, recoverCatchingUp, filepath.Join(cfg.DataDir, recoverCatchingUp))
+	}
 	hlog := hclog.NewNullLogger()
 	rdb, err := d.inspectRaft()
 	if err != nil {

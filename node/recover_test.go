@@ -292,3 +292,23 @@ func TestForceNewClusterClockBehind(t *testing.T) {
 		t.Fatalf("ForceNewCluster with --token-floor: %+v, %v", res, err)
 	}
 }
+
+// A member that never caught up with its cluster since it joined may
+// lack acknowledged state: forcing a new cluster from it is refused.
+func TestForceNewClusterRefusesCatchingUp(t *testing.T) {
+	dir := t.TempDir()
+	old := startOn(t, dir, "n1", true)
+	grant(t, old, "a")
+	old.Abort()
+	if err := os.WriteFile(filepath.Join(dir, "catching-up"), []byte("0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := dirListing(t, dir)
+	_, err := ForceNewCluster(RecoverConfig{DataDir: dir, RaftAddr: "n1"})
+	if err == nil || !strings.Contains(err.Error(), "had not caught up") {
+		t.Fatalf("ForceNewCluster of a catching-up member: %v, want a refusal", err)
+	}
+	if after := dirListing(t, dir); after != before {
+		t.Fatalf("the refusal changed the directory")
+	}
+}
