@@ -149,6 +149,18 @@ func TestBackupAndRestore(t *testing.T) {
 	if tok := acquireJSON(t, r.api, "after/restart", "--ttl", "1h").Token; tok != next+1 {
 		t.Fatalf("token after a restart is %d, want %d", tok, next+1)
 	}
+	// A member of the old cluster that comes back cannot join the
+	// restored one: it carries the old cluster ID.
+	old.node.Join = r.api
+	old.start()
+	select {
+	case <-old.proc.Exited():
+		if code := old.proc.ExitCode(); code != 1 || !strings.Contains(old.proc.Output(), "cannot join") {
+			t.Fatalf("an old member joining the restored cluster exited %d; output:\n%s", code, old.proc.Output())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("an old member still runs 20s after it asked to join the restored cluster; its log:\n%s", old.log.String())
+	}
 	checkLogDocumented(t, old, r)
 }
 
