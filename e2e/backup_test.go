@@ -76,7 +76,7 @@ func getToken(t *testing.T, endpoint, name string) uint64 {
 	return l.Token
 }
 
-func clusterID(t *testing.T, endpoint string) string {
+func statusClusterID(t *testing.T, endpoint string) string {
 	t.Helper()
 	r := cli(t, endpoint, "status", "-o", "json")
 	mustCode(t, 0, r, "status")
@@ -104,7 +104,7 @@ func TestBackupAndRestore(t *testing.T) {
 	mustCode(t, 0, cli(t, old.api, "kv", "put", "cfg/a", "one", "--lease", "jobs/1", "--token", fmt.Sprint(held[0].Token)), "kv put")
 	file := filepath.Join(t.TempDir(), "backup.tnr")
 	snap := snapshotSave(t, old.api, file)
-	if snap.LastToken != 3 || snap.Index == 0 || len(snap.SHA256) != 64 || snap.ClusterID != clusterID(t, old.api) {
+	if snap.LastToken != 3 || snap.Index == 0 || len(snap.SHA256) != 64 || snap.ClusterID != statusClusterID(t, old.api) {
 		t.Fatalf("snapshot save printed %+v; want last token 3, an index, a checksum and the cluster ID", snap)
 	}
 	var last uint64
@@ -122,7 +122,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if !strings.Contains(r.log.String(), "RESTORED the backup into a NEW one-member cluster") {
 		t.Fatalf("the restored member's log does not say it restored a backup:\n%s", r.log.String())
 	}
-	if id := clusterID(t, r.api); id == snap.ClusterID {
+	if id := statusClusterID(t, r.api); id == snap.ClusterID {
 		t.Fatalf("the restored cluster kept the old cluster ID %s", id)
 	}
 	for i, l := range held {
@@ -291,7 +291,7 @@ func TestForceNewCluster(t *testing.T) {
 		}
 		return nil
 	})
-	oldID := clusterID(t, survivor.api)
+	oldID := statusClusterID(t, survivor.api)
 	for _, s := range lost {
 		s.kill()
 		if err := os.RemoveAll(s.dataDir); err != nil {
@@ -308,7 +308,7 @@ func TestForceNewCluster(t *testing.T) {
 	if !strings.Contains(survivor.log.String(), "FORCED a NEW one-member cluster") {
 		t.Fatalf("the survivor's log does not say it forced a new cluster:\n%s", survivor.log.String())
 	}
-	if id := clusterID(t, survivor.api); id == oldID {
+	if id := statusClusterID(t, survivor.api); id == oldID {
 		t.Fatalf("the forced cluster kept the old ID %s", id)
 	}
 	for _, l := range held {
