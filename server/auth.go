@@ -239,6 +239,7 @@ var authRules = map[string]rule{
 	tenurev1connect.ClusterServiceJoinProcedure:               {level: LevelAdmin},
 	tenurev1connect.ClusterServiceLeaveProcedure:              {level: LevelAdmin},
 	tenurev1connect.ClusterServiceTransferLeadershipProcedure: {level: LevelAdmin},
+	tenurev1connect.ClusterServiceSnapshotProcedure:           {level: LevelAdmin},
 }
 
 // authorize checks the request msg of procedure in ctx.

@@ -106,18 +106,7 @@ func forward[Req, Res any](ctx context.Context, s *Server, req *connect.Request[
 		ctx, cancel = context.WithTimeout(ctx, s.fwd.timeout)
 		defer cancel()
 	}
-	out := connect.NewRequest(req.Msg)
-	out.Header().Set(forwardedHeader, s.node.ID())
-	// The leader authorizes the original caller: it believes the
-	// principal from a member's certificate, or authenticates the
-	// caller's own token.
-	if p := principalFrom(ctx); p != "" {
-		out.Header().Set(principalHeader, p)
-	}
-	if auth := req.Header().Get("Authorization"); auth != "" {
-		out.Header().Set("Authorization", auth)
-	}
-	res, err := call(ctx, out)
+	res, err := call(ctx, outgoing(ctx, s, req))
 	if err != nil {
 		if ce, ok := errors.AsType[*connect.Error](err); ok && connect.IsWireError(ce) {
 			// The leader answered: pass its error on as it is.
@@ -132,4 +121,20 @@ func forward[Req, Res any](ctx context.Context, s *Server, req *connect.Request[
 		return nil, wire.Indeterminate(fmt.Errorf("server: forwarding to the leader: %w", err))
 	}
 	return connect.NewResponse(res.Msg), nil
+}
+
+// outgoing returns req to send on to the leader, marked as forwarded.
+func outgoing[Req any](ctx context.Context, s *Server, req *connect.Request[Req]) *connect.Request[Req] {
+	out := connect.NewRequest(req.Msg)
+	out.Header().Set(forwardedHeader, s.node.ID())
+	// The leader authorizes the original caller: it believes the
+	// principal from a member's certificate, or authenticates the
+	// caller's own token.
+	if p := principalFrom(ctx); p != "" {
+		out.Header().Set(principalHeader, p)
+	}
+	if auth := req.Header().Get("Authorization"); auth != "" {
+		out.Header().Set("Authorization", auth)
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -34,6 +35,7 @@ type Node interface {
 	Join(ctx context.Context, req node.JoinRequest) (catchUpIndex uint64, err error)
 	Leave(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) (string, error)
+	Backup(ctx context.Context, w io.Writer) (node.BackupInfo, error)
 }
 
 var _ Node = (*node.Node)(nil)

@@ -29,6 +29,7 @@ Commands:
   member list                  members, leader, last contact, reachability
   member remove ID             remove a member from the cluster
   leader transfer [ID]         hand leadership to ID (or any other voter)
+  snapshot save FILE           back up the cluster's state to FILE
   kv put KEY VALUE --lease NAME --token T
   kv get KEY [--print-value-only]
   kv list [PREFIX] [--keys-only]
@@ -189,6 +190,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.kv(ctx, args)
 	case "member":
 		return a.member(ctx, args)
+	case "snapshot":
+		return a.snapshot(ctx, args)
 	case "leader":
 		return a.leader(ctx, args)
 	case "run":

@@ -32,6 +32,7 @@ var commandFlags = map[string][]string{
 	"kv":         nil,
 	"member":     nil,
 	"leader":     nil,
+	"snapshot":   nil,
 	"run":        {"--holder", "--ttl", "--limit", "--kill-after", "--verbose"},
 	"elect":      {"--listen", "--ttl"},
 	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--ui", "--verbose"},
@@ -44,7 +45,7 @@ var commandFlags = map[string][]string{
 }
 
 // subcommandFlags are the subcommands of the commands that have them
-// (kv, fence, certs, auth, member, leader) and their flags.
+// (kv, fence, certs, auth, member, leader, snapshot) and their flags.
 var subcommandFlags = map[string]map[string][]string{
 	"kv": {
 		"put":    {"--lease", "--token"},
@@ -67,6 +68,9 @@ var subcommandFlags = map[string]map[string][]string{
 	},
 	"leader": {
 		"transfer": nil,
+	},
+	"snapshot": {
+		"save": {"--timeout"},
 	},
 }
 

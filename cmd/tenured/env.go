@@ -12,8 +12,10 @@ import (
 const envPrefix = "TENURE_"
 
 // notFromEnv are the flags with no environment variable: actions, not
-// settings.
-var notFromEnv = []string{"version", "h", "help"}
+// settings. The recovery flags start a new cluster once: taken from an
+// environment that outlives the start, they would do it again at every
+// restart.
+var notFromEnv = []string{"version", "h", "help", "restore", "force-new-cluster", "token-floor"}
 
 // envName returns the environment variable of the flag name.
 func envName(flagName string) string {
@@ -78,5 +80,6 @@ const envHelp = `
 Every flag can also be set as an environment variable: TENURE_ and the flag's
 name in capitals with underscores for dashes (--data-dir is TENURE_DATA_DIR,
 --cors-origins is TENURE_CORS_ORIGINS). A flag on the command line wins over
-the environment; an empty variable counts as unset.
+the environment; an empty variable counts as unset. The one-time recovery
+flags --restore, --force-new-cluster and --token-floor are command-line only.
 `

@@ -51,6 +51,7 @@ type options struct {
 	trailingLogs  uint64
 	snapInterval  time.Duration
 	resetDataDir  bool
+	rec           recovery
 	pprofListen   string
 	cors          string   // --cors-origins as given
 	corsOrigins   []string // parsed
@@ -105,6 +106,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.snapThreshold, "snapshot-threshold", node.DefaultConfig().SnapshotThreshold, "log entries since the last snapshot that trigger a new one")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", node.DefaultConfig().TrailingLogs, "log entries a snapshot leaves behind for slow followers")
 	fs.DurationVar(&o.snapInterval, "snapshot-interval", node.DefaultConfig().SnapshotInterval, "how often to check whether a snapshot is due")
+	o.rec.register(fs)
 	o.sec.register(fs)
 	fs.Float64Var(&o.clockRate, faultClockRateFlag, 1, "FAULT INJECTION: scale this node's monotonic clock (breaks the time guarantees)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -165,6 +167,9 @@ func checkOptions(o *options) error {
 	}
 	if o.resetDataDir && o.dev {
 		return fmt.Errorf("--reset-data-dir and --dev do not go together (--dev keeps nothing on disk)")
+	}
+	if err := o.rec.check(o); err != nil {
+		return err
 	}
 	if o.clockRate <= 0 {
 		return fmt.Errorf("--%s must be positive", faultClockRateFlag)
@@ -259,6 +264,11 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	}
 	if err := o.sec.load(log); err != nil {
 		return err
+	}
+	if o.rec.on() {
+		if err := o.rec.prepare(o, log); err != nil {
+			return err
+		}
 	}
 	o.sec.warn(log, o.listen)
 	ln, err := net.Listen("tcp", o.listen)

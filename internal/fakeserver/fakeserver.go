@@ -41,6 +41,9 @@ type Server struct {
 	Join               func(context.Context, *tenurev1.JoinRequest) (*tenurev1.JoinResponse, error)
 	Leave              func(context.Context, *tenurev1.LeaveRequest) (*tenurev1.LeaveResponse, error)
 	TransferLeadership func(context.Context, *tenurev1.TransferLeadershipRequest) (*tenurev1.TransferLeadershipResponse, error)
+	// Snapshot, if set, serves ClusterService.Snapshot: send sends one
+	// chunk. Nil answers unimplemented.
+	Snapshot func(ctx context.Context, send func(chunk []byte) error) error
 
 	// NoBatch makes Batch answer unimplemented, like a server that
 	// predates it.
@@ -275,4 +278,12 @@ func (h clusterHandler) Leave(ctx context.Context, req *connect.Request[tenurev1
 
 func (h clusterHandler) TransferLeadership(ctx context.Context, req *connect.Request[tenurev1.TransferLeadershipRequest]) (*connect.Response[tenurev1.TransferLeadershipResponse], error) {
 	return unary(ctx, h.s, "TransferLeadership", h.s.TransferLeadership, req)
+}
+
+func (h clusterHandler) Snapshot(ctx context.Context, _ *connect.Request[tenurev1.SnapshotRequest], stream *connect.ServerStream[tenurev1.SnapshotResponse]) error {
+	h.s.count("Snapshot")
+	if h.s.Snapshot == nil {
+		return connect.NewError(connect.CodeUnimplemented, errors.New("fakeserver: Snapshot is not implemented"))
+	}
+	return h.s.Snapshot(ctx, func(chunk []byte) error { return stream.Send(&tenurev1.SnapshotResponse{Chunk: chunk}) })
 }

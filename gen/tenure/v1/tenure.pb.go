@@ -2634,6 +2634,91 @@ func (x *TransferLeadershipResponse) GetLeaderId() string {
 	return ""
 }
 
+type SnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRequest) Reset() {
+	*x = SnapshotRequest{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRequest) ProtoMessage() {}
+
+func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{40}
+}
+
+// One piece of a backup of the cluster's state. The chunks of the stream,
+// in order, are the backup file: a header line (JSON: format, version,
+// cluster_id, node_id, index, last_token, created), the state as raft's
+// snapshots hold it, and a last line "sha256 <64 hex digits>" with the
+// SHA-256 of everything before it.
+type SnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunk         []byte                 `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotResponse) Reset() {
+	*x = SnapshotResponse{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotResponse) ProtoMessage() {}
+
+func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *SnapshotResponse) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
 var File_tenure_v1_tenure_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_tenure_proto_rawDesc = "" +
@@ -2814,7 +2899,10 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x19TransferLeadershipRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"9\n" +
 	"\x1aTransferLeadershipResponse\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId2\xcb\x03\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x11\n" +
+	"\x0fSnapshotRequest\"(\n" +
+	"\x10SnapshotResponse\x12\x14\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk2\xcb\x03\n" +
 	"\fLeaseService\x12B\n" +
 	"\aAcquire\x12\x19.tenure.v1.AcquireRequest\x1a\x1a.tenure.v1.AcquireResponse\"\x00\x12<\n" +
 	"\x05Renew\x12\x17.tenure.v1.RenewRequest\x1a\x18.tenure.v1.RenewResponse\"\x00\x12B\n" +
@@ -2827,12 +2915,13 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x03Put\x12\x17.tenure.v1.KVPutRequest\x1a\x18.tenure.v1.KVPutResponse\"\x00\x12=\n" +
 	"\x03Get\x12\x17.tenure.v1.KVGetRequest\x1a\x18.tenure.v1.KVGetResponse\"\x03\x90\x02\x01\x12C\n" +
 	"\x06Delete\x12\x1a.tenure.v1.KVDeleteRequest\x1a\x1b.tenure.v1.KVDeleteResponse\"\x00\x12@\n" +
-	"\x04List\x12\x18.tenure.v1.KVListRequest\x1a\x19.tenure.v1.KVListResponse\"\x03\x90\x02\x012\xb2\x02\n" +
+	"\x04List\x12\x18.tenure.v1.KVListRequest\x1a\x19.tenure.v1.KVListResponse\"\x03\x90\x02\x012\xfb\x02\n" +
 	"\x0eClusterService\x12B\n" +
 	"\x06Status\x12\x18.tenure.v1.StatusRequest\x1a\x19.tenure.v1.StatusResponse\"\x03\x90\x02\x01\x129\n" +
 	"\x04Join\x12\x16.tenure.v1.JoinRequest\x1a\x17.tenure.v1.JoinResponse\"\x00\x12<\n" +
 	"\x05Leave\x12\x17.tenure.v1.LeaveRequest\x1a\x18.tenure.v1.LeaveResponse\"\x00\x12c\n" +
-	"\x12TransferLeadership\x12$.tenure.v1.TransferLeadershipRequest\x1a%.tenure.v1.TransferLeadershipResponse\"\x00B4Z2github.com/tenure-io/tenure/gen/tenure/v1;tenurev1b\x06proto3"
+	"\x12TransferLeadership\x12$.tenure.v1.TransferLeadershipRequest\x1a%.tenure.v1.TransferLeadershipResponse\"\x00\x12G\n" +
+	"\bSnapshot\x12\x1a.tenure.v1.SnapshotRequest\x1a\x1b.tenure.v1.SnapshotResponse\"\x000\x01B4Z2github.com/tenure-io/tenure/gen/tenure/v1;tenurev1b\x06proto3"
 
 var (
 	file_tenure_v1_tenure_proto_rawDescOnce sync.Once
@@ -2847,7 +2936,7 @@ func file_tenure_v1_tenure_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_v1_tenure_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_tenure_v1_tenure_proto_goTypes = []any{
 	(WatchEvent_Type)(0),               // 0: tenure.v1.WatchEvent.Type
 	(*Lease)(nil),                      // 1: tenure.v1.Lease
@@ -2890,16 +2979,18 @@ var file_tenure_v1_tenure_proto_goTypes = []any{
 	(*LeaveResponse)(nil),              // 38: tenure.v1.LeaveResponse
 	(*TransferLeadershipRequest)(nil),  // 39: tenure.v1.TransferLeadershipRequest
 	(*TransferLeadershipResponse)(nil), // 40: tenure.v1.TransferLeadershipResponse
-	(*durationpb.Duration)(nil),        // 41: google.protobuf.Duration
+	(*SnapshotRequest)(nil),            // 41: tenure.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),           // 42: tenure.v1.SnapshotResponse
+	(*durationpb.Duration)(nil),        // 43: google.protobuf.Duration
 }
 var file_tenure_v1_tenure_proto_depIdxs = []int32{
-	41, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	41, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	41, // 2: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	41, // 3: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	41, // 4: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	43, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	43, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	43, // 2: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	43, // 3: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	43, // 4: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
 	1,  // 5: tenure.v1.AcquireResponse.lease:type_name -> tenure.v1.Lease
-	41, // 6: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
+	43, // 6: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
 	5,  // 7: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
 	1,  // 8: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
 	7,  // 9: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
@@ -2924,10 +3015,10 @@ var file_tenure_v1_tenure_proto_depIdxs = []int32{
 	20, // 28: tenure.v1.BatchResult.error:type_name -> tenure.v1.BatchError
 	21, // 29: tenure.v1.BatchResponse.results:type_name -> tenure.v1.BatchResult
 	27, // 30: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
-	41, // 31: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
+	43, // 31: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
 	32, // 32: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
-	41, // 33: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
-	41, // 34: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
+	43, // 33: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
+	43, // 34: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
 	32, // 35: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
 	3,  // 36: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
 	6,  // 37: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
@@ -2944,23 +3035,25 @@ var file_tenure_v1_tenure_proto_depIdxs = []int32{
 	35, // 48: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
 	37, // 49: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
 	39, // 50: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
-	4,  // 51: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
-	8,  // 52: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
-	10, // 53: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
-	12, // 54: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
-	14, // 55: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
-	17, // 56: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
-	22, // 57: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
-	24, // 58: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
-	26, // 59: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
-	31, // 60: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
-	29, // 61: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
-	34, // 62: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
-	36, // 63: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
-	38, // 64: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
-	40, // 65: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
-	51, // [51:66] is the sub-list for method output_type
-	36, // [36:51] is the sub-list for method input_type
+	41, // 51: tenure.v1.ClusterService.Snapshot:input_type -> tenure.v1.SnapshotRequest
+	4,  // 52: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
+	8,  // 53: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
+	10, // 54: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
+	12, // 55: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
+	14, // 56: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
+	17, // 57: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
+	22, // 58: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
+	24, // 59: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
+	26, // 60: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
+	31, // 61: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
+	29, // 62: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
+	34, // 63: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
+	36, // 64: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
+	38, // 65: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
+	40, // 66: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
+	42, // 67: tenure.v1.ClusterService.Snapshot:output_type -> tenure.v1.SnapshotResponse
+	52, // [52:68] is the sub-list for method output_type
+	36, // [36:52] is the sub-list for method input_type
 	36, // [36:36] is the sub-list for extension type_name
 	36, // [36:36] is the sub-list for extension extendee
 	0,  // [0:36] is the sub-list for field type_name
@@ -2992,7 +3085,7 @@ func file_tenure_v1_tenure_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_tenure_proto_rawDesc), len(file_tenure_v1_tenure_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -72,6 +72,8 @@ const (
 	// ClusterServiceTransferLeadershipProcedure is the fully-qualified name of the ClusterService's
 	// TransferLeadership RPC.
 	ClusterServiceTransferLeadershipProcedure = "/tenure.v1.ClusterService/TransferLeadership"
+	// ClusterServiceSnapshotProcedure is the fully-qualified name of the ClusterService's Snapshot RPC.
+	ClusterServiceSnapshotProcedure = "/tenure.v1.ClusterService/Snapshot"
 )
 
 // LeaseServiceClient is a client for the tenure.v1.LeaseService service.
@@ -474,6 +476,10 @@ type ClusterServiceClient interface {
 	Join(context.Context, *connect.Request[v1.JoinRequest]) (*connect.Response[v1.JoinResponse], error)
 	Leave(context.Context, *connect.Request[v1.LeaveRequest]) (*connect.Response[v1.LeaveResponse], error)
 	TransferLeadership(context.Context, *connect.Request[v1.TransferLeadershipRequest]) (*connect.Response[v1.TransferLeadershipResponse], error)
+	// Snapshot streams a backup: the leader's state after every entry
+	// committed before the call was applied. Followers relay the leader's.
+	// Needs the admin role.
+	Snapshot(context.Context, *connect.Request[v1.SnapshotRequest]) (*connect.ServerStreamForClient[v1.SnapshotResponse], error)
 }
 
 // NewClusterServiceClient constructs a client for the tenure.v1.ClusterService service. By default,
@@ -512,6 +518,12 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(clusterServiceMethods.ByName("TransferLeadership")),
 			connect.WithClientOptions(opts...),
 		),
+		snapshot: connect.NewClient[v1.SnapshotRequest, v1.SnapshotResponse](
+			httpClient,
+			baseURL+ClusterServiceSnapshotProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("Snapshot")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -521,6 +533,7 @@ type clusterServiceClient struct {
 	join               *connect.Client[v1.JoinRequest, v1.JoinResponse]
 	leave              *connect.Client[v1.LeaveRequest, v1.LeaveResponse]
 	transferLeadership *connect.Client[v1.TransferLeadershipRequest, v1.TransferLeadershipResponse]
+	snapshot           *connect.Client[v1.SnapshotRequest, v1.SnapshotResponse]
 }
 
 // Status calls tenure.v1.ClusterService.Status.
@@ -543,12 +556,21 @@ func (c *clusterServiceClient) TransferLeadership(ctx context.Context, req *conn
 	return c.transferLeadership.CallUnary(ctx, req)
 }
 
+// Snapshot calls tenure.v1.ClusterService.Snapshot.
+func (c *clusterServiceClient) Snapshot(ctx context.Context, req *connect.Request[v1.SnapshotRequest]) (*connect.ServerStreamForClient[v1.SnapshotResponse], error) {
+	return c.snapshot.CallServerStream(ctx, req)
+}
+
 // ClusterServiceHandler is an implementation of the tenure.v1.ClusterService service.
 type ClusterServiceHandler interface {
 	Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error)
 	Join(context.Context, *connect.Request[v1.JoinRequest]) (*connect.Response[v1.JoinResponse], error)
 	Leave(context.Context, *connect.Request[v1.LeaveRequest]) (*connect.Response[v1.LeaveResponse], error)
 	TransferLeadership(context.Context, *connect.Request[v1.TransferLeadershipRequest]) (*connect.Response[v1.TransferLeadershipResponse], error)
+	// Snapshot streams a backup: the leader's state after every entry
+	// committed before the call was applied. Followers relay the leader's.
+	// Needs the admin role.
+	Snapshot(context.Context, *connect.Request[v1.SnapshotRequest], *connect.ServerStream[v1.SnapshotResponse]) error
 }
 
 // NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -583,6 +605,12 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 		connect.WithSchema(clusterServiceMethods.ByName("TransferLeadership")),
 		connect.WithHandlerOptions(opts...),
 	)
+	clusterServiceSnapshotHandler := connect.NewServerStreamHandler(
+		ClusterServiceSnapshotProcedure,
+		svc.Snapshot,
+		connect.WithSchema(clusterServiceMethods.ByName("Snapshot")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/tenure.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ClusterServiceStatusProcedure:
@@ -593,6 +621,8 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 			clusterServiceLeaveHandler.ServeHTTP(w, r)
 		case ClusterServiceTransferLeadershipProcedure:
 			clusterServiceTransferLeadershipHandler.ServeHTTP(w, r)
+		case ClusterServiceSnapshotProcedure:
+			clusterServiceSnapshotHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -616,4 +646,8 @@ func (UnimplementedClusterServiceHandler) Leave(context.Context, *connect.Reques
 
 func (UnimplementedClusterServiceHandler) TransferLeadership(context.Context, *connect.Request[v1.TransferLeadershipRequest]) (*connect.Response[v1.TransferLeadershipResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.ClusterService.TransferLeadership is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) Snapshot(context.Context, *connect.Request[v1.SnapshotRequest], *connect.ServerStream[v1.SnapshotResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.ClusterService.Snapshot is not implemented"))
 }
