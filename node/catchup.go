@@ -42,9 +42,11 @@ import (
 //   - The node keeps the catch-up index in catching-up. Once raft's last
 //     index reaches it (entries, or a snapshot), the node votes again.
 //
-// Until then its transport refuses vote and pre-vote requests, and sends
-// none (voteGate): a refusal is an error to the candidate, never a vote.
-// Its acknowledgements of entries still count, as they should: it
+// Until then it records no vote (voteStable: raft records a vote, for
+// another node or for itself, before it grants or counts it, and grants
+// none it could not record), so it votes for nobody and cannot win an
+// election; and it sends no vote or pre-vote request (voteGate). Its
+// acknowledgements of entries still count, as they should: it
 // acknowledges only what it has stored and synced.
 
 // fileCatchingUp marks a data directory whose node has not caught up
@@ -198,15 +200,12 @@ func (n *Node) watchCatchUp() {
 	}
 }
 
-// voteGate is a raft transport that refuses vote and pre-vote requests,
-// and sends none, while the node may not vote (see Catching up).
+// voteGate is a raft transport that sends no vote or pre-vote request
+// while the node may not vote (see Catching up): it does not stand for
+// election.
 type voteGate struct {
 	raft.Transport
-	may  func() bool
-	done chan struct{}
-
-	once sync.Once
-	in   chan raft.RPC
+	may func() bool
 }
 
 // newVoteGate wraps t, or returns nil if t lacks what raft needs of a
@@ -215,49 +214,7 @@ func newVoteGate(t raft.Transport, may func() bool) *voteGate {
 	if !canHoldBackCommits(t) {
 		return nil
 	}
-	return &voteGate{Transport: t, may: may, done: make(chan struct{})}
-}
-
-// Consumer returns the RPCs of t, less the vote requests refused.
-func (g *voteGate) Consumer() <-chan raft.RPC {
-	g.once.Do(func() {
-		g.in = make(chan raft.RPC)
-		go g.filter(g.Transport.Consumer())
-	})
-	return g.in
-}
-
-func (g *voteGate) filter(src <-chan raft.RPC) {
-	for {
-		var rpc raft.RPC
-		select {
-		case rpc = <-src:
-		case <-g.done:
-			return
-		}
-		switch rpc.Command.(type) {
-		case *raft.RequestVoteRequest, *raft.RequestPreVoteRequest:
-			if !g.may() {
-				rpc.Respond(nil, errNotVoting)
-				continue
-			}
-		}
-		select {
-		case g.in <- rpc:
-		case <-g.done:
-			return
-		}
-	}
-}
-
-// stop ends the filter; raft has shut down.
-func (g *voteGate) stop() error {
-	select {
-	case <-g.done:
-	default:
-		close(g.done)
-	}
-	return nil
+	return &voteGate{Transport: t, may: may}
 }
 
 func (g *voteGate) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
@@ -275,3 +232,34 @@ func (g *voteGate) RequestPreVote(id raft.ServerID, target raft.ServerAddress, a
 }
 
 func (g *voteGate) Close() error { return g.Transport.(raft.WithClose).Close() }
+
+// Where raft keeps its vote in the stable store.
+var (
+	keyLastVoteTerm = []byte("LastVoteTerm")
+	keyLastVoteCand = []byte("LastVoteCand")
+)
+
+// voteStable is a stable store that refuses to record a vote while the
+// node may not vote (see Catching up). raft records every vote, for
+// another node or for itself as a candidate, before it counts or grants
+// it, and grants none it could not record: so the node votes for nobody,
+// and cannot win an election. Refusing here costs nothing on the path of
+// entries, which a gate on the transport's incoming RPCs would.
+type voteStable struct {
+	raft.StableStore
+	may func() bool
+}
+
+func (s voteStable) Set(key, val []byte) error {
+	if string(key) == string(keyLastVoteCand) && !s.may() {
+		return errNotVoting
+	}
+	return s.StableStore.Set(key, val)
+}
+
+func (s voteStable) SetUint64(key []byte, val uint64) error {
+	if string(key) == string(keyLastVoteTerm) && !s.may() {
+		return errNotVoting
+	}
+	return s.StableStore.SetUint64(key, val)
+}

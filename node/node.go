@@ -184,7 +184,6 @@ func (n *Node) open() error {
 	}
 	if g := newVoteGate(n.trans, n.mayVote); g != nil {
 		n.trans = g
-		n.closer = append(n.closer, g.stop)
 	}
 	if cfg.ID == "" {
 		cfg.ID = string(n.trans.LocalAddr())
@@ -247,6 +246,7 @@ func (n *Node) open() error {
 		}
 		snaps = markingSnapshots{SnapshotStore: fss, rl: rl}
 	}
+	stable = voteStable{StableStore: stable, may: n.mayVote}
 	hasState, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
 		return fmt.Errorf("node: inspect raft state: %w", err)
