@@ -192,6 +192,7 @@ func (n *Node) open() error {
 		bolt, err := raftboltdb.New(raftboltdb.Options{
 			Path:        filepath.Join(cfg.DataDir, fileRaftDB),
 			BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
+			NoSync:      cfg.FaultSkipFsync,
 		})
 		if err != nil {
 			if errors.Is(err, bbolterr.ErrTimeout) {
@@ -205,7 +206,9 @@ func (n *Node) open() error {
 		// raft.db keeps raft's term and vote, which change only at
 		// elections.
 		deferred := canHoldBackCommits(n.trans)
-		rl, err := raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), n.logOptions(deferred))
+		logOpts := n.logOptions(deferred)
+		logOpts.NoSync = cfg.FaultSkipFsync
+		rl, err := raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), logOpts)
 		if err != nil {
 			return &DataDirError{Dir: cfg.DataDir, File: dirRaftLog, Problem: "cannot be opened: " + err.Error()}
 		}
