@@ -227,7 +227,7 @@ func (n *Node) open() error {
 		if err != nil {
 			return fmt.Errorf("node: open snapshot store: %w", err)
 		}
-		snaps = fss
+		snaps = syncedSnapshots{FileSnapshotStore: fss, dir: filepath.Join(cfg.DataDir, dirSnapshots)}
 	}
 	hasState, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
