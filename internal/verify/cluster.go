@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/internal/faultfs"
 	"github.com/tenure-io/tenure/internal/tenuredproc"
 )
 
@@ -46,6 +47,9 @@ type Cluster struct {
 	Extra []string
 	// NodeExtra, if set, gives flags of node ID's own (its certificates).
 	NodeExtra func(id string) []string
+	// Disks, if set (MountDisks), are the faultfs mounts the nodes' data
+	// directories live on.
+	Disks []*faultfs.FS
 	ports     *tenuredproc.Ports
 	join      string
 }
