@@ -50,8 +50,8 @@ type Cluster struct {
 	// Disks, if set (MountDisks), are the faultfs mounts the nodes' data
 	// directories live on.
 	Disks []*faultfs.FS
-	ports     *tenuredproc.Ports
-	join      string
+	ports *tenuredproc.Ports
+	join  string
 }
 
 // NewCluster prepares n nodes with data under dir; Start launches them.
