@@ -178,6 +178,27 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
+// unreadableAfterPowerLoss reports, in a run with power-loss faults, a
+// final state that could not be read as a breach of acked-writes-durable:
+// the acknowledged writes cannot be shown to have survived. (Other runs
+// only log it.)
+func unreadableAfterPowerLoss(cfg Config, h History, err error) []Violation {
+	if err == nil || !needsDisks(cfg.Faults) {
+		return nil
+	}
+	acked := 0
+	for _, r := range h {
+		if r.Op == OpPut && r.Outcome == Ok {
+			acked++
+		}
+	}
+	if acked == 0 {
+		return nil
+	}
+	return []Violation{{InvDurable, fmt.Sprintf("after the power losses the cluster could not serve the final read (%s): none of the %d acknowledged writes can be shown to have survived",
+		errText(err), acked)}}
+}
+
 // printPowerLoss prints how many power-loss faults cut one node, a
 // minority and every node.
 func (r *Report) printPowerLoss(w io.Writer) {

@@ -261,9 +261,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	logf("traffic stopped after %s: %d operations", elapsed.Round(time.Millisecond), len(h))
 
 	// Read the final state even if the run was interrupted.
-	final, err := readFinal(context.WithoutCancel(ctx), c, store, names)
-	if err != nil {
-		logf("reading the final state: %v (durability not checked)", err)
+	final, finalErr := readFinal(context.WithoutCancel(ctx), c, store, names)
+	if finalErr != nil {
+		logf("reading the final state: %v (durability not checked)", finalErr)
 	}
 	rep := &Report{Seed: cfg.Seed, ScheduleHash: sched.Hash(), Duration: elapsed, Nodes: cfg.Nodes, Workers: cfg.Workers,
 		Unsafe: cfg.Unsafe, SkipFsync: cfg.SkipFsync, Strict: cfg.Strict, Planned: len(sched), Injected: nem.Injected, Skipped: nem.Skipped, Final: final}
@@ -290,6 +290,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Violations = tolerant
 	}
 	rep.Violations = append(rep.Violations, nem.Violations...)
+	rep.Violations = append(rep.Violations, unreadableAfterPowerLoss(cfg, h, finalErr)...)
 	rep.SnapshotInstalls = nem.Snapshots
 	rep.Pauses = nem.Pauses
 	tv, tst := CheckTerms(terms, nem.Pauses)
