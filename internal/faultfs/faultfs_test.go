@@ -362,3 +362,31 @@ func TestReadOnly(t *testing.T) {
 	}
 	wantFile(t, p, []byte("Data"))
 }
+
+// TestPreallocatedUndone: writes over a preallocated, synced range (how
+// the raft log fills its segments) are undone to zeros.
+func TestPreallocatedUndone(t *testing.T) {
+	f := mount(t)
+	p := filepath.Join(f.Dir(), "segment")
+	file, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if err := unix.Fallocate(int(file.Fd()), 0, 0, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	syncPath(t, f.Dir())
+	if _, err := file.WriteAt(bytes.Repeat([]byte("r"), 3000), 1000); err != nil {
+		t.Fatal(err)
+	}
+	file.Close()
+	mustCut(t, f)
+	wantFile(t, p, make([]byte, 64<<10))
+	if st := f.Stats(); st.BytesRolledBack != 3000 {
+		t.Errorf("stats %+v, want 3000 bytes rolled back", st)
+	}
+}

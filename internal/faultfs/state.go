@@ -21,7 +21,8 @@ type undo struct {
 
 type saved struct {
 	off  int64
-	data []byte
+	n    int64
+	data []byte // nil: n zero bytes (a preallocated range, kept cheaply)
 }
 
 // covered returns the parts of [from, to) that no saved range covers.
@@ -29,7 +30,7 @@ func (u *undo) uncovered(from, to int64) [][2]int64 {
 	var out [][2]int64
 	pos := from
 	for _, s := range u.saved { // sorted by off
-		end := s.off + int64(len(s.data))
+		end := s.off + s.n
 		if end <= pos {
 			continue
 		}
@@ -85,10 +86,23 @@ func (f *FS) saveLocked(id fileID, fd int, from, to int64) error {
 		// Past the current end (after a truncate the cut will undo)
 		// the bytes are zeros.
 		clear(buf[n:])
-		u.saved = append(u.saved, saved{off: r[0], data: buf})
+		s := saved{off: r[0], n: int64(len(buf)), data: buf}
+		if allZero(buf) {
+			s.data = nil
+		}
+		u.saved = append(u.saved, s)
 	}
 	sort.Slice(u.saved, func(i, j int) bool { return u.saved[i].off < u.saved[j].off })
 	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // syncFileLocked makes a file's current data and size durable.
@@ -217,7 +231,7 @@ func (f *FS) rollBack() error {
 		}
 		f.stats.FilesRolledBack++
 		for _, s := range u.saved {
-			f.stats.BytesRolledBack += int64(len(s.data))
+			f.stats.BytesRolledBack += s.n
 		}
 	}
 	// Then the tree: build the synced one beside the backing directory,
@@ -301,8 +315,16 @@ func (u *undo) apply(path string) error {
 		return err
 	}
 	defer file.Close()
+	var zeros []byte
 	for _, s := range u.saved {
-		if _, err := file.WriteAt(s.data, s.off); err != nil {
+		data := s.data
+		if data == nil {
+			if int64(len(zeros)) < s.n {
+				zeros = make([]byte, s.n)
+			}
+			data = zeros[:s.n]
+		}
+		if _, err := file.WriteAt(data, s.off); err != nil {
 			return err
 		}
 	}
