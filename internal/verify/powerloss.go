@@ -125,15 +125,25 @@ func (n *Nemesis) powerLoss(ctx context.Context, f Fault) bool {
 	n.count(FaultPowerLoss+"/"+variant, true)
 	n.Log("  power-loss of %s: %v killed and cut; restart in %s", variant, plus1(targets), f.Dur.Round(time.Millisecond))
 	sleepCtx(ctx, f.Dur)
+	var refused []<-chan struct{}
 	for _, i := range targets {
 		p, err := n.C.StartWith(i, 1, nil, "")
 		if err != nil {
 			n.Log("  restart n%d: %v", i+1, err)
 			continue
 		}
-		go n.watchRestart(ctx, i, p)
+		refused = append(refused, n.watchRestart(ctx, i, p))
 	}
+	gaveUp := false
 	err := waitFor(ctx, 30*time.Second, fmt.Sprintf("a leader and nodes %v ready after the power loss", plus1(targets)), func() bool {
+		for _, r := range refused {
+			select {
+			case <-r:
+				gaveUp = true // reported as restarts-after-power-loss
+				return true
+			default:
+			}
+		}
 		if _, ok := n.C.Leader(ctx); !ok {
 			return false
 		}
@@ -144,9 +154,12 @@ func (n *Nemesis) powerLoss(ctx context.Context, f Fault) bool {
 		}
 		return true
 	})
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case gaveUp:
+		n.Log("  a node refused to start after the power loss; not waiting for recovery")
+	case err != nil && ctx.Err() == nil:
 		n.violation(InvPowerLossRecover, "%v (node logs: %s)", err, strings.Join(logPaths(n.C, targets), ", "))
-	} else {
+	default:
 		n.Log("  nodes %v back after the power loss: %s", plus1(targets), errText(err))
 	}
 	return true
@@ -154,15 +167,21 @@ func (n *Nemesis) powerLoss(ctx context.Context, f Fault) bool {
 
 // watchRestart reports a node restarted after a power loss that exits by
 // itself (not by the harness's SIGKILL): it refused its data directory.
-func (n *Nemesis) watchRestart(ctx context.Context, i int, p *tenuredproc.Process) {
-	select {
-	case <-p.Exited():
-		if code := p.ExitCode(); code >= 0 {
-			n.violation(InvPowerLossRestart, "n%d exited %d after its restart after a power loss: %.600q (log %s)",
-				i+1, code, lastLines(p.Output(), 4), n.C.Nodes[i].LogPath)
+// The channel it returns is closed when it has reported.
+func (n *Nemesis) watchRestart(ctx context.Context, i int, p *tenuredproc.Process) <-chan struct{} {
+	refused := make(chan struct{})
+	go func() {
+		select {
+		case <-p.Exited():
+			if code := p.ExitCode(); code >= 0 {
+				n.violation(InvPowerLossRestart, "n%d exited %d after its restart after a power loss: %.600q (log %s)",
+					i+1, code, lastLines(p.Output(), 4), n.C.Nodes[i].LogPath)
+				close(refused)
+			}
+		case <-ctx.Done():
 		}
-	case <-ctx.Done():
-	}
+	}()
+	return refused
 }
 
 func logPaths(c *Cluster, nodes []int) []string {
