@@ -103,13 +103,13 @@ func TestDiskFull(t *testing.T) {
 		enospc = append(enospc, d.Stats().ENOSPC)
 	}
 	t.Logf("while full: %d of 90 writes of 900 KiB acknowledged; errors %v; ENOSPC returned per disk %v", okFull, errs, enospc)
-	clear := 0
+	named := 0
 	for e, n := range errs {
 		if strings.Contains(e, "no space left on device") {
-			clear += n
+			named += n
 		}
 	}
-	if clear == 0 {
+	if named == 0 {
 		t.Errorf("no write was refused with an error that names the full disk, although the raft log could not grow: errors %v", errs)
 	}
 	if err := call(func(ctx context.Context) error { _, err := cl.KVGet(ctx, "before-0"); return err }); err != nil {
