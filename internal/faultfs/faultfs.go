@@ -185,9 +185,17 @@ func (f *FS) unmount() error {
 	if server == nil {
 		return nil
 	}
+	var st unix.Stat_t
+	statErr := unix.Stat(f.mountpoint, &st)
 	if err := server.Unmount(); err != nil {
 		if err := unix.Unmount(f.mountpoint, unix.MNT_DETACH); err != nil {
 			return fmt.Errorf("faultfs: unmount %s: %w", f.mountpoint, err)
+		}
+		// The server stops once no file of the mount is open, or at
+		// once if the connection can be aborted (fusectl mounted).
+		if statErr == nil {
+			abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(st.Dev))
+			os.WriteFile(abort, []byte("1"), 0)
 		}
 		server.Wait()
 	}
@@ -204,9 +212,11 @@ func (f *FS) Unmount() error {
 }
 
 // Cut is a power cut: it unmounts, drops every change that was not
-// synced, and mounts again. Processes must have stopped using the mount
-// (they would have died with the power); a process still using it loses
-// its files (ENOTCONN).
+// synced, and mounts again. Processes must have closed their files on the
+// mount (they would have died with the power). If one has not, the mount
+// is detached and Cut waits until it does, unless the FUSE connection can
+// be aborted through fusectl (/sys/fs/fuse/connections), which ends its
+// files (ENOTCONN) at once.
 func (f *FS) Cut() error {
 	if err := f.unmount(); err != nil {
 		return err
