@@ -78,6 +78,11 @@ type Config struct {
 	// with while it leads. 1 is real time. Only the fault harness changes
 	// it, to simulate clock-rate skew. Default 1.
 	ClockRate float64
+	// FaultSkipFsync makes the raft log (raftlog NoSync) and raft.db
+	// (bbolt NoSync) skip fsync, so that a power loss loses entries this
+	// node acknowledged. Only the fault harness sets it, as a negative
+	// control. Default false.
+	FaultSkipFsync bool
 	// PeerApplied returns the applied index of the node whose client API
 	// is at apiAddr. The promoter uses it to decide when a non-voter has
 	// caught up. If nil, non-voters are promoted as soon as they answer

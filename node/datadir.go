@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 	bbolterr "go.etcd.io/bbolt/errors"
@@ -414,37 +413,4 @@ func (b boltMarks) SaveMarks(m raftlog.LogMarks) error { return b.db.Set(keyLogM
 func isDir(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.IsDir()
-}
-
-// markingSnapshots saves the raft log's marks whenever a snapshot is
-// stored: the log then reaches at least as far as the snapshot, and a log
-// emptied later, with the snapshot left, is refused at the next start
-// instead of the snapshot being taken for all the node had.
-type markingSnapshots struct {
-	raft.SnapshotStore
-	rl *raftlog.Store
-}
-
-func (s markingSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
-	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
-	sink, err := s.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
-	if err != nil {
-		return nil, err
-	}
-	return markingSink{SnapshotSink: sink, rl: s.rl}, nil
-}
-
-type markingSink struct {
-	raft.SnapshotSink
-	rl *raftlog.Store
-}
-
-func (s markingSink) Close() error {
-	if err := s.SnapshotSink.Close(); err != nil {
-		return err
-	}
-	// A failure leaves the marks lower than they could be, never higher;
-	// the log's own saves go on.
-	_ = s.rl.SaveMarks()
-	return nil
 }

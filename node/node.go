@@ -212,6 +212,7 @@ func (n *Node) open() error {
 		bolt, err := raftboltdb.New(raftboltdb.Options{
 			Path:        filepath.Join(cfg.DataDir, fileRaftDB),
 			BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
+			NoSync:      cfg.FaultSkipFsync,
 		})
 		if err != nil {
 			if errors.Is(err, bbolterr.ErrTimeout) {
@@ -225,7 +226,9 @@ func (n *Node) open() error {
 		// raft.db keeps raft's term and vote, which change only at
 		// elections.
 		deferred := canHoldBackCommits(n.trans)
-		rl, err := raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), n.logOptions(deferred, boltMarks{bolt}))
+		logOpts := n.logOptions(deferred, boltMarks{bolt})
+		logOpts.NoSync = cfg.FaultSkipFsync
+		rl, err := raftlog.Open(filepath.Join(cfg.DataDir, dirRaftLog), logOpts)
 		if err != nil {
 			return n.dir.accessOr(dirRaftLog, err, &DataDirError{Dir: cfg.DataDir, File: dirRaftLog, Problem: "cannot be opened: " + err.Error()})
 		}
@@ -244,7 +247,7 @@ func (n *Node) open() error {
 		if err != nil {
 			return n.dir.accessOr(dirSnapshots, err, fmt.Errorf("node: open snapshot store: %w", err))
 		}
-		snaps = markingSnapshots{SnapshotStore: fss, rl: rl}
+		snaps = syncedSnapshots{FileSnapshotStore: fss, dir: filepath.Join(cfg.DataDir, dirSnapshots), rl: rl}
 	}
 	stable = voteStable{StableStore: stable, may: n.mayVote}
 	hasState, err := raft.HasExistingState(logs, stable, snaps)

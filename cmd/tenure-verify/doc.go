@@ -21,6 +21,17 @@
 // and damaged-dir (a follower's raft.db emptied: tenured must refuse to
 // start, exit 1 naming raft.db; the directory is then restored).
 //
+// One more fault runs only when asked for, as it needs FUSE (root and
+// /dev/fuse): power-loss. With it every node's data directory is a mount
+// of internal/faultfs, which models a disk with a volatile write cache;
+// the fault SIGKILLs one node, then a minority, then every node at once
+// (the variants take turns), drops every write they had not synced
+// (file data by fsync or fdatasync, directory entries by fsync of the
+// directory), remounts and restarts them. A node that refuses to start
+// after it (restarts-after-power-loss), a cluster that does not recover
+// within 30s (recovers-after-power-loss), and a final state that cannot
+// be read (acked-writes-durable) are violations.
+//
 // Checks: every lease name's history is checked for linearizability
 // against a model of the whole API, with indeterminate outcomes taking
 // effect within --effect-window of their call, in segments cut at quiescent
@@ -29,7 +40,8 @@
 // acked-writes-durable, no-overlapping-grants); election terms
 // (term-tokens-grow, no-write-after-term, live-terms-disjoint); watch
 // streams against the commit order (watch-complete); and
-// damaged-dir-refused. The summary goes to stdout and summary.json to
+// damaged-dir-refused; with power-loss, restarts-after-power-loss and
+// recovers-after-power-loss. The summary goes to stdout and summary.json to
 // --out; a failing run also leaves history.jsonl, watch.jsonl, the
 // visualization of each failing segment (history-NAME.html) and every
 // node's log there, and says so.
@@ -39,10 +51,15 @@
 //	go run ./cmd/tenure-verify --seed 42 --plan            # print the schedule only
 //	go run ./cmd/tenure-verify --recheck verify-out        # check a kept history again
 //	go run ./cmd/tenure-verify --unsafe --faults pause-client --duration 15s
+//	go run ./cmd/tenure-verify --faults power-loss --duration 2m
+//	go run ./cmd/tenure-verify --faults power-loss --unsafe-skip-fsync --duration 30s
 //
 // --unsafe is the negative control: the workers' writes and reads go to an
 // unfenced store inside the harness, so a paused holder's late write lands;
-// the check must then fail with exit 1.
+// the check must then fail with exit 1. --unsafe-skip-fsync is the
+// negative control of power-loss: tenured runs with the hidden
+// --fault-inject-skip-fsync (its raft log and raft.db never fsync), so a
+// power loss loses what it acknowledged; the check must fail with exit 1.
 //
 // Exit codes: 0 no violation; 1 a violation; 2 bad usage; 3 the harness
 // could not run, or a segment's search timed out (inconclusive).

@@ -53,6 +53,7 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, mode, error) {
 	fs.DurationVar(&cfg.Election, "election-timeout", cfg.Election, "tenured's --election-timeout")
 	fs.StringVar(&faults, "faults", strings.Join(cfg.Faults, ","), "comma-separated fault kinds to inject (empty: none)")
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "negative control: workers write to an unfenced harness-side store; the check must fail")
+	fs.BoolVar(&cfg.SkipFsync, "unsafe-skip-fsync", false, "negative control of power-loss: tenured skips fsync (--fault-inject-skip-fsync); with --faults power-loss the check must fail")
 	fs.StringVar(&cfg.Out, "out", cfg.Out, "directory for summary.json and, on failure, history.jsonl and the HTML visualization")
 	fs.StringVar(&cfg.Tenured, "tenured", "", "tenured binary (default: next to this one, else built with go build)")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "time limit of the linearizability search per lease name")
@@ -80,8 +81,8 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, mode, error) {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		if !slices.Contains(verify.AllFaults, f) {
-			return cfg, md, fmt.Errorf("unknown fault %q (known: %s)", f, strings.Join(verify.AllFaults, ", "))
+		if !slices.Contains(verify.KnownFaults, f) {
+			return cfg, md, fmt.Errorf("unknown fault %q (known: %s)", f, strings.Join(verify.KnownFaults, ", "))
 		}
 		cfg.Faults = append(cfg.Faults, f)
 	}

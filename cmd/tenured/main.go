@@ -47,6 +47,7 @@ type options struct {
 	multiplier    float64
 	minTTL        time.Duration
 	clockRate     float64
+	skipFsync     bool
 	snapThreshold uint64
 	trailingLogs  uint64
 	snapInterval  time.Duration
@@ -69,6 +70,11 @@ const baseElectionTimeout = 300 * time.Millisecond
 // logged loudly when set.
 const faultClockRateFlag = "fault-inject-clock-rate"
 
+// faultSkipFsyncFlag injects a fault: the raft log and raft.db skip
+// fsync, so a power loss loses what this node acknowledged. It is the
+// fault harness's negative control, left out of -h and logged loudly.
+const faultSkipFsyncFlag = "fault-inject-skip-fsync"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
@@ -83,7 +89,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: tenured [flags]\n\nRuns a tenure server. With no flags: a single-node cluster, data in ./tenure-data,\nAPI on 127.0.0.1:7400, raft on 127.0.0.1:7401.\n\nFlags:\n")
 		// The fault injector is not a setting: kept out of -h.
-		fmt.Fprint(stderr, flaghelp.Defaults(fs, nil, faultClockRateFlag))
+		fmt.Fprint(stderr, flaghelp.Defaults(fs, nil, faultClockRateFlag, faultSkipFsyncFlag))
 		fmt.Fprint(stderr, envHelp)
 	}
 	fs.StringVar(&o.dataDir, "data-dir", "tenure-data", "directory for the raft log, snapshots and node ID")
@@ -109,6 +115,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	o.rec.register(fs)
 	o.sec.register(fs)
 	fs.Float64Var(&o.clockRate, faultClockRateFlag, 1, "FAULT INJECTION: scale this node's monotonic clock (breaks the time guarantees)")
+	fs.BoolVar(&o.skipFsync, faultSkipFsyncFlag, false, "FAULT INJECTION: never fsync the raft log or raft.db (a power loss loses acknowledged writes)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	return fs
 }
@@ -297,6 +304,11 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	if o.clockRate != 1 {
 		log.Warn("FAULT INJECTION: this node's clock runs at a false rate; leases it grants may expire early or late. Never use this outside a fault test.",
 			"flag", "--"+faultClockRateFlag, "rate", o.clockRate)
+	}
+	cfg.FaultSkipFsync = o.skipFsync
+	if o.skipFsync {
+		log.Warn("FAULT INJECTION: this node never fsyncs its raft log or raft.db; a power loss loses writes it acknowledged. Never use this outside a fault test.",
+			"flag", "--"+faultSkipFsyncFlag)
 	}
 	cfg.SnapshotThreshold = o.snapThreshold
 	cfg.TrailingLogs = o.trailingLogs

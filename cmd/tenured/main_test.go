@@ -144,8 +144,10 @@ func TestFaultInjectorHiddenAndLoud(t *testing.T) {
 	if code := run(t.Context(), []string{"-h"}, io.Discard, &help, noEnv); code != 0 {
 		t.Fatalf("-h exited %d", code)
 	}
-	if strings.Contains(help.String(), "clock-rate") {
-		t.Fatalf("-h shows the clock-rate fault injector:\n%s", help.String())
+	for _, hidden := range []string{faultClockRateFlag, faultSkipFsyncFlag} {
+		if strings.Contains(help.String(), hidden) {
+			t.Fatalf("-h shows the fault injector %s:\n%s", hidden, help.String())
+		}
 	}
 	for _, flag := range []string{"--data-dir", "--raft-multiplier", "--reset-data-dir"} {
 		if !strings.Contains(help.String(), flag) {
@@ -155,6 +157,10 @@ func TestFaultInjectorHiddenAndLoud(t *testing.T) {
 	out := runUntilLeading(t, "--dev", "--"+faultClockRateFlag, "1.25")
 	if !strings.Contains(out, "level=WARN msg=\"FAULT INJECTION") {
 		t.Fatalf("no loud warning for the clock-rate fault injector in:\n%s", out)
+	}
+	out = runUntilLeading(t, "--dev", "--"+faultSkipFsyncFlag)
+	if !strings.Contains(out, "level=WARN msg=\"FAULT INJECTION: this node never fsyncs") {
+		t.Fatalf("no loud warning for the skip-fsync fault injector in:\n%s", out)
 	}
 	var bad syncBuffer
 	if code := run(t.Context(), []string{"--" + faultClockRateFlag, "0"}, io.Discard, &bad, noEnv); code != 2 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/internal/faultfs"
 	"github.com/tenure-io/tenure/internal/tenuredproc"
 )
 
@@ -48,8 +49,11 @@ type Cluster struct {
 	Extra []string
 	// NodeExtra, if set, gives flags of node ID's own (its certificates).
 	NodeExtra func(id string) []string
-	ports     *tenuredproc.Ports
-	join      string
+	// Disks, if set (MountDisks), are the faultfs mounts the nodes' data
+	// directories live on.
+	Disks []*faultfs.FS
+	ports *tenuredproc.Ports
+	join  string
 	// booted is set once the first node has bootstrapped the cluster:
 	// from then on a node without an initialised data directory must
 	// join a member, node 0 included.

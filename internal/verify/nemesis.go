@@ -177,6 +177,9 @@ type Nemesis struct {
 	Unrestored []string
 	// Pauses lists, per worker, when its process was stopped.
 	Pauses map[int][]Interval
+	// powerLosses counts power-loss faults, which take turns at their
+	// variants (powerloss.go).
+	powerLosses int
 }
 
 func (n *Nemesis) count(kind string, ok bool) {
@@ -280,6 +283,11 @@ func (n *Nemesis) inject(ctx context.Context, f Fault) {
 		}
 		n.count(f.Kind, err == nil)
 		n.Log("fault %s: %v", f, errText(err))
+		return
+	}
+	if f.Kind == FaultPowerLoss {
+		n.Log("fault %s", f)
+		n.count(f.Kind, n.powerLoss(ctx, f))
 		return
 	}
 	switch f.Kind {

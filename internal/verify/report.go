@@ -27,6 +27,7 @@ type Report struct {
 	Nodes        int                       `json:"nodes"`
 	Workers      int                       `json:"workers"`
 	Unsafe       bool                      `json:"unsafe"`
+	SkipFsync    bool                      `json:"unsafe_skip_fsync,omitempty"`
 	Ops          map[string]map[string]int `json:"ops"` // op -> outcome -> count
 	Planned      int                       `json:"faults_planned"`
 	Injected     map[string]int            `json:"faults_injected"`
@@ -82,6 +83,9 @@ func (r *Report) Print(w io.Writer) {
 	if r.Unsafe {
 		mode = " (UNSAFE: writes bypass fencing)"
 	}
+	if r.SkipFsync {
+		mode += " (UNSAFE: tenured skips fsync)"
+	}
 	fmt.Fprintf(w, "tenure-verify: seed %d, schedule %s, %d nodes, %d workers, %s%s\n\n",
 		r.Seed, r.ScheduleHash, r.Nodes, r.Workers, r.Duration.Round(100*time.Millisecond), mode)
 	outcomes := []string{Ok, Held, Stale, NotFound, Failed, Indeterminate}
@@ -106,7 +110,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "%-14s %7d\n\n", "all", total)
 
 	fmt.Fprintf(w, "faults (%d planned):", r.Planned)
-	for _, k := range AllFaults {
+	for _, k := range KnownFaults {
 		if r.Injected[k] > 0 || r.Skipped[k] > 0 {
 			fmt.Fprintf(w, " %s %d", k, r.Injected[k])
 			if r.Skipped[k] > 0 {
@@ -116,6 +120,7 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w)
+	r.printPowerLoss(w)
 	if r.Injected[FaultSnapshot] > 0 {
 		fmt.Fprintf(w, "snapshot installs seen after a snapshot fault: %d of %d\n", r.SnapshotInstalls, r.Injected[FaultSnapshot])
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +46,9 @@ type Config struct {
 	// Unsafe sends the workers' writes and reads to an unfenced
 	// harness-side store (the negative control).
 	Unsafe bool
+	// SkipFsync runs tenured with --fault-inject-skip-fsync: with the
+	// power-loss fault, the negative control of durability.
+	SkipFsync bool
 	// Out is where a failing run leaves its history and visualization.
 	Out string
 	// Tenured is the tenured binary; found or built when empty.
@@ -173,7 +177,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Extra = nodeFlags
+	c.Extra = append(slices.Clone(nodeFlags), skipFsyncFlags(cfg.SkipFsync)...)
+	if needsDisks(cfg.Faults) {
+		if err := c.MountDisks(); err != nil {
+			c.Close()
+			return nil, err
+		}
+		defer c.UnmountDisks() // after c.Close below has killed the nodes
+		logf("data directories on faultfs mounts (unsynced writes are lost at a power-loss fault)")
+	}
+	if cfg.SkipFsync {
+		logf("UNSAFE: tenured skips fsync (--fault-inject-skip-fsync)")
+	}
 	var sec *Security
 	if cfg.TLS {
 		if sec, err = NewSecurity(work, cfg.Nodes, cfg.Workers+max(cfg.ElectionWorkers, 0)); err != nil {
@@ -260,12 +275,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		len(members.Start), strings.Join(members.Start, ", "), len(members.End), strings.Join(members.End, ", "), members.Waited.Round(time.Millisecond), members.Awaited)
 
 	// Read the final state even if the run was interrupted.
-	final, err := readFinal(context.WithoutCancel(ctx), c, store, names)
-	if err != nil {
-		logf("reading the final state: %v (durability not checked)", err)
+	final, finalErr := readFinal(context.WithoutCancel(ctx), c, store, names)
+	if finalErr != nil {
+		logf("reading the final state: %v (durability not checked)", finalErr)
 	}
 	rep := &Report{Seed: cfg.Seed, ScheduleHash: sched.Hash(), Duration: elapsed, Nodes: cfg.Nodes, Workers: cfg.Workers,
-		Unsafe: cfg.Unsafe, Strict: cfg.Strict, Planned: len(sched), Injected: nem.Injected, Skipped: nem.Skipped, Final: final,
+		Unsafe: cfg.Unsafe, SkipFsync: cfg.SkipFsync, Strict: cfg.Strict, Planned: len(sched), Injected: nem.Injected, Skipped: nem.Skipped, Final: final,
 		Membership: members}
 	rep.count(all)
 	for _, e := range ws.Errs {
@@ -291,6 +306,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Violations = append(rep.Violations, nem.Violations...)
 	rep.Violations = append(rep.Violations, members.Check()...)
+	rep.Violations = append(rep.Violations, unreadableAfterPowerLoss(cfg, h, finalErr)...)
 	rep.SnapshotInstalls = nem.Snapshots
 	rep.Pauses = nem.Pauses
 	tv, tst := CheckTerms(terms, nem.Pauses)
