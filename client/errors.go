@@ -41,6 +41,11 @@ var (
 	// that acquired a grant renews, releases or writes with it. Such an
 	// error has the code permission_denied (connect.CodeOf).
 	ErrForbidden = lease.ErrForbidden
+	// ErrNotApplied is in the chain of an ErrIndeterminate error when
+	// the cluster refused a retry of a call whose outcome it no longer
+	// remembers (see lease.ErrNotApplied): an earlier attempt may have
+	// taken effect.
+	ErrNotApplied = lease.ErrNotApplied
 	// ErrUnavailable is matched when the caller's context ended while the
 	// client was still retrying because no endpoint could serve the
 	// request (unreachable, no leader, no quorum). The error also unwraps
