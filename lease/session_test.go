@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 // in gives op the session id, seq and floor.
@@ -295,4 +297,82 @@ func TestCodecSession(t *testing.T) {
 	if _, err := DecodeBatch(append(EncodeBatch(Batch{Ops: b.Ops[:1]}), 0)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("trailing byte: %v", err)
 	}
+}
+
+// TestPropertySessions drives a State with random ops of one client
+// session, retrying earlier calls at random, and a twin State with the
+// same ops without a session and without the retries. The two must
+// agree on every first result and every event: a retry gets its call's
+// first result (or ErrNotApplied below the floor) and changes nothing.
+// The State is now and then replaced by its snapshot read back.
+func TestPropertySessions(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s, twin := New(), New()
+		var (
+			now   time.Duration
+			calls []Op
+			first []Result
+			floor = uint64(1)
+		)
+		for range rapid.IntRange(1, 80).Draw(t, "steps") {
+			now += time.Duration(rapid.IntRange(0, 3).Draw(t, "advance")) * sec
+			if rapid.IntRange(0, 9).Draw(t, "restore") == 0 {
+				var buf bytes.Buffer
+				if err := s.WriteSnapshot(&buf); err != nil {
+					t.Fatal(err)
+				}
+				r, err := ReadSnapshot(&buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s = r
+			}
+			if len(calls) > 0 && rapid.IntRange(0, 2).Draw(t, "retry") == 0 {
+				j := rapid.IntRange(0, len(calls)-1).Draw(t, "call")
+				op := calls[j]
+				if first[j].Queued {
+					continue // applied again: not a pure retry
+				}
+				before := snapshotState(s)
+				res, ev := s.Apply(Batch{Now: now, Ops: []Op{op}})
+				r := res[0]
+				if op.Seq < floor {
+					if !errors.Is(r.Err, ErrNotApplied) {
+						t.Fatalf("retry of seq %d below floor %d: %+v", op.Seq, floor, r)
+					}
+				} else {
+					want := first[j]
+					want.Remembered = true
+					if !reflect.DeepEqual(r, want) {
+						t.Fatalf("retry of seq %d = %+v, want %+v", op.Seq, r, want)
+					}
+				}
+				if len(ev) != 0 || snapshotState(s) != before {
+					t.Fatalf("retry of seq %d had an effect: events %v", op.Seq, ev)
+				}
+				continue
+			}
+			op := withWaitDefault([]Op{drawOp(t, s)}, propLimits)[0]
+			plain := op
+			if sessioned(op.Type) {
+				seq := uint64(len(calls) + 1)
+				floor = rapid.Uint64Range(floor, seq).Draw(t, "floor")
+				op = in("s", seq, floor, op)
+			}
+			res, ev := s.Apply(Batch{Now: now, Ops: []Op{op}})
+			tres, tev := twin.Apply(Batch{Now: now, Ops: []Op{plain}})
+			if !reflect.DeepEqual(res, tres) || !reflect.DeepEqual(ev, tev) {
+				t.Fatalf("%+v: got %+v %v, the twin %+v %v", op, res, ev, tres, tev)
+			}
+			if sessioned(op.Type) {
+				calls, first = append(calls, op), append(first, res[0])
+			}
+		}
+	})
+}
+
+// snapshotState is what a retry must not change: tokens, revision,
+// grants and queues.
+func snapshotState(s *State) string {
+	return fmt.Sprint(s.LastToken(), s.Revision(), s.Leases(""), s.Queues(""))
 }
