@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/internal/wire"
@@ -79,5 +80,58 @@ func TestRequestIDAppliedOnce(t *testing.T) {
 	kv, err = leader.kv.Get(ctx, connect.NewRequest(&tenurev1.KVGetRequest{Key: "k"}))
 	if err != nil || string(kv.Msg.GetValue()) != "new" {
 		t.Fatalf("k = %v, %v; want the newer value", kv, err)
+	}
+}
+
+// TestWaitingAcquireRetriedOnNewLeader: a waiting acquire is queued and
+// then granted, its answer is lost, the grant expires, and the leader
+// changes. The retry, on the new leader, must get the waiter's grant back,
+// not a second grant.
+func TestWaitingAcquireRetriedOnNewLeader(t *testing.T) {
+	_, leader, follower := cluster(t)
+	ctx := ctxT(t)
+	if _, err := leader.lease.Acquire(ctx, acquireReq("jobs/w", "a", time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	req := acquireReq("jobs/w", "w", time.Second)
+	req.Msg.Wait = true
+	req.Msg.WaitTimeout = durationpb.New(10 * time.Second)
+	req.Msg.RequestId = &tenurev1.RequestID{Session: "waiter", Seq: 1, Floor: 1}
+	first, err := leader.lease.Acquire(ctx, req) // granted when a's grant expires
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := first.Msg.GetLease().GetToken()
+
+	// The answer is lost; the grant expires unrenewed.
+	for {
+		_, err := follower.lease.Get(ctx, connect.NewRequest(&tenurev1.GetRequest{Name: "jobs/w"}))
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("waiting for w's grant of jobs/w to expire: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // poll: cluster time has to pass
+	}
+	if _, err := leader.clus.TransferLeadership(ctx, connect.NewRequest(&tenurev1.TransferLeadershipRequest{})); err != nil {
+		t.Fatal(err)
+	}
+
+	var retry *connect.Response[tenurev1.AcquireResponse]
+	for {
+		// Through the follower, which forwards to the new leader (or
+		// is it); retried while leadership settles.
+		retry, err = follower.lease.Acquire(ctx, req)
+		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // poll: a leader is being elected
+	}
+	if err != nil || retry.Msg.GetLease().GetToken() != tok || retry.Msg.GetLease().GetHolder() != "w" {
+		t.Fatalf("retry on the new leader = %v, %v; want w's first grant, token %d", retry, err, tok)
+	}
+	if _, err := follower.lease.Get(ctx, connect.NewRequest(&tenurev1.GetRequest{Name: "jobs/w"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("jobs/w after the retry: %v; want not found (no second grant)", err)
 	}
 }
