@@ -2,6 +2,7 @@ package lease
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"reflect"
@@ -375,4 +376,20 @@ func TestPropertySessions(t *testing.T) {
 // grants and queues.
 func snapshotState(s *State) string {
 	return fmt.Sprint(s.LastToken(), s.Revision(), s.Leases(""), s.Queues(""))
+}
+
+// TestCodecSessionGolden pins the encoding of the session field: flag
+// 8192, after every older field, then session, seq and floor.
+func TestCodecSessionGolden(t *testing.T) {
+	b := Batch{Now: sec, Ops: []Op{in("s", 7, 3, put("k", "v", "a", 2))}}
+	const golden = "0180a8d6b90701078946016102016b017601730703"
+	got := hex.EncodeToString(EncodeBatch(b))
+	if got != golden {
+		t.Fatalf("encoding %s, want %s", got, golden)
+	}
+	raw, _ := hex.DecodeString(golden)
+	d, err := DecodeBatch(raw)
+	if err != nil || !reflect.DeepEqual(d, b) {
+		t.Fatalf("decoded %+v, %v; want %+v", d, err, b)
+	}
 }
