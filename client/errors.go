@@ -79,8 +79,8 @@ type retryPolicy uint8
 const (
 	// retryAlways: repeating the request is harmless, so every attempt
 	// that did not get an answer is retried. Reads are, and so are Acquire
-	// (the same holder acquiring again renews, with the same token) and
-	// Renew.
+	// and Renew (every attempt carries the call's request ID, and the
+	// cluster answers a retry with the first attempt's outcome).
 	retryAlways retryPolicy = iota
 	// retryUnsent: the request is retried only when it certainly was not
 	// applied: the connection could not be opened, or the server answered
