@@ -92,8 +92,9 @@ func checkSession(op Op) error {
 		}
 		return nil
 	}
-	if len(op.Session) > MaxSessionLen {
-		return invalidf("session is %d bytes, more than the limit of %d", len(op.Session), MaxSessionLen)
+	// Printable UTF-8, as names are: a snapshot keeps it as JSON text.
+	if err := checkText("session", op.Session, MaxSessionLen); err != nil {
+		return err
 	}
 	if op.Seq == 0 {
 		return invalidf("seq is missing (seqs start at 1)")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,7 +163,10 @@ func TestSessionValidate(t *testing.T) {
 		{"seq 0", in("s", 0, 0, good), false},
 		{"floor above seq", in("s", 1, 2, good), false},
 		{"seq without session", in("", 1, 0, good), false},
-		{"long session", in(string(make([]byte, MaxSessionLen+1)), 1, 1, good), false},
+		{"long session", in(strings.Repeat("s", MaxSessionLen+1), 1, 1, good), false},
+		{"longest session", in(strings.Repeat("s", MaxSessionLen), 1, 1, good), true},
+		{"session not UTF-8", in("s\xff", 1, 1, good), false},
+		{"session unprintable", in("s\n", 1, 1, good), false},
 	} {
 		if err := l.Validate(tc.op); (err == nil) != tc.ok {
 			t.Errorf("%s: Validate = %v, want ok %v", tc.name, err, tc.ok)
