@@ -73,7 +73,7 @@ type session struct {
 
 // sessionKey keys the sessions by principal too, so a session ID seen by
 // one principal answers nothing to another.
-func sessionKey(principal, id string) string { return principal + "\x00" + id }
+type sessionKey struct{ principal, id string }
 
 // sessioned reports whether ops of type t are applied at most once per
 // call of a session.
@@ -112,7 +112,7 @@ func (s *State) Sessions() int { return len(s.sessions) }
 // session returns the live session of op, starting one if there is none
 // or the one there is has been idle for SessionTTL.
 func (a *applier) session(op Op) *session {
-	key := sessionKey(op.Principal, op.Session)
+	key := sessionKey{op.Principal, op.Session}
 	ss := a.s.sessions[key]
 	if ss != nil && a.now-ss.lastUsed < SessionTTL {
 		return ss
@@ -169,17 +169,25 @@ func (a *applier) applySession(op Op) Result {
 	return r
 }
 
-// raiseFloor raises the floor to f and drops the results below it.
+// raiseFloor raises the floor to f and drops the results below it, in
+// time proportional to the smaller of the rise and the results kept (so
+// amortized O(1) per request: every seq is passed once).
 func (ss *session) raiseFloor(f uint64) {
 	if f <= ss.floor {
 		return
 	}
-	ss.floor = f
-	for seq := range ss.results {
-		if seq < f {
+	if f-ss.floor <= uint64(len(ss.results)) {
+		for seq := ss.floor; seq < f; seq++ {
 			delete(ss.results, seq)
 		}
+	} else {
+		for seq := range ss.results {
+			if seq < f {
+				delete(ss.results, seq)
+			}
+		}
 	}
+	ss.floor = f
 }
 
 // shed drops the lower half of the results of a session at its cap and
@@ -211,7 +219,7 @@ func (a *applier) granted(w waiter, l *Lease) {
 	if w.Session == "" {
 		return
 	}
-	ss := a.s.sessions[sessionKey(w.Principal, w.Session)]
+	ss := a.s.sessions[sessionKey{w.Principal, w.Session}]
 	if ss == nil || a.now-ss.lastUsed >= SessionTTL || w.Seq < ss.floor {
 		return
 	}
@@ -406,7 +414,7 @@ func (s *State) restoreSessions(in []snapshotSession) error {
 			}
 			ss.results[sr.Seq] = r
 		}
-		s.sessions[sessionKey(c.Principal, c.ID)] = ss
+		s.sessions[sessionKey{c.Principal, c.ID}] = ss
 	}
 	return nil
 }

@@ -116,7 +116,7 @@ type State struct {
 	expiries expiryHeap
 	// sessions are the client sessions by sessionKey (see session.go);
 	// sessionSweep is the cluster time of their next sweep.
-	sessions     map[string]*session
+	sessions     map[sessionKey]*session
 	sessionSweep time.Duration
 }
 
@@ -127,7 +127,7 @@ func New() *State {
 		queues: make(map[string][]waiter),
 		kv:     make(map[string]*fence),
 
-		sessions: make(map[string]*session),
+		sessions: make(map[sessionKey]*session),
 	}
 }
 
