@@ -248,7 +248,10 @@ func tryBatched[Res any](ctx context.Context, c *Client, ep *endpoint, op *tenur
 }
 
 // unaryOrBatched is unary for a batchable method: each attempt goes as op
-// in a Batch call (see tryBatched), or alone when it cannot.
+// in a Batch call (see tryBatched), or alone when it cannot. The time it
+// returns is when the first attempt was sent: every attempt carries the
+// call's request ID, so the answer may be a remembered outcome of an
+// earlier attempt, which took effect after the first was sent.
 func unaryOrBatched[S, Req, Res any](ctx context.Context, c *Client, p retryPolicy, msg *Req, svc func(*endpoint) S,
 	method func(S, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 	op *tenurev1.BatchOp, result func(*tenurev1.BatchResult) *Res) (*Res, time.Time, error) {
@@ -259,7 +262,9 @@ func unaryOrBatched[S, Req, Res any](ctx context.Context, c *Client, p retryPoli
 	err := c.call(ctx, p, func(ctx context.Context, ep *endpoint) error {
 		ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
-		sent = time.Now()
+		if sent.IsZero() {
+			sent = time.Now()
+		}
 		r, batched, err := tryBatched(ctx, c, ep, op, result)
 		if batched {
 			res = r

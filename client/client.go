@@ -29,6 +29,8 @@ type Client struct {
 	// clusterID is the cluster the client is pinned to; nil until the
 	// first answer that carries one (see clusterid.go).
 	clusterID atomic.Pointer[string]
+	// sess numbers the calls that change state (see session.go).
+	sess *session
 }
 
 // endpoint holds the Connect clients of one cluster member.
@@ -50,7 +52,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Client{cfg: cfg}
+	c := &Client{cfg: cfg, sess: newSession()}
 	if cfg.ClusterID != "" {
 		id := cfg.ClusterID
 		c.clusterID.Store(&id)

@@ -485,35 +485,6 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-// An acquire whose first attempt may have been granted (it timed out) and
-// whose retry finds the name held must not claim a plain "held": the
-// first grant may have happened and expired since.
-func TestAcquireHeldAfterUncertainAttempt(t *testing.T) {
-	var calls atomic.Int32
-	fake := &fakeserver.Server{Acquire: func(ctx context.Context, _ *tenurev1.AcquireRequest) (*tenurev1.AcquireResponse, error) {
-		if calls.Add(1) == 1 {
-			<-ctx.Done() // the first attempt's answer never arrives
-			return nil, ctx.Err()
-		}
-		return nil, wire.ToConnectError(&lease.HeldError{Name: "jobs/x", Holder: "other", Token: 9, Remaining: time.Second})
-	}}
-	c := impatientClient(t, fake)
-	_, err := c.Acquire(t.Context(), "jobs/x", "me", 2*time.Second)
-	var held *client.HeldError
-	if !errors.Is(err, client.ErrIndeterminate) || !errors.As(err, &held) || held.Holder != "other" {
-		t.Fatalf("Acquire = %v; want an error matching ErrIndeterminate and a HeldError for other", err)
-	}
-
-	// A plain refusal with no uncertain attempt before it stays "held".
-	// The client is a patient one: an impatient client's attempt may time
-	// out on a loaded machine, and that attempt is then uncertain too.
-	calls.Store(1)
-	_, err = mustClient(t, c.Endpoints()[0]).Acquire(t.Context(), "jobs/x", "me", 2*time.Second)
-	if !errors.Is(err, client.ErrLeaseHeld) || errors.Is(err, client.ErrIndeterminate) {
-		t.Fatalf("Acquire = %v; want held, not indeterminate", err)
-	}
-}
-
 // impatientClient returns a client of fake whose attempts time out after
 // 50ms and which retries at once.
 func impatientClient(t *testing.T, fake *fakeserver.Server) *client.Client {

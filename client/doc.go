@@ -48,20 +48,30 @@
 // Config.RequestTimeout. Errors that retrying cannot fix (invalid
 // argument, held, stale token, not found) are returned at once.
 //
+// Every call that changes state (Acquire, Renew, Release, Put, Delete)
+// carries a request ID: the client's random session (Client.Session), a
+// number that every attempt of the call shares, and the lowest number
+// still in flight. The cluster applies each call at most once and answers
+// a retry with the outcome of the attempt that took effect: a retried
+// Acquire whose first attempt was granted gets that grant, with its token,
+// even if it expired or went to another holder before the retry. A late
+// copy of a call the client already answered or gave up on is refused
+// without effect. A Lease's Sent is the send time of the call's first
+// attempt.
+//
 // Reads, Acquire and Renew are retried even when an attempt may have
-// reached the server, because repeating them is harmless: acquiring again
-// by the same holder renews with the same token. Release, Put, Delete and
+// reached the server. Release, Put, Delete and
 // the membership calls are retried only when the request certainly was not
 // applied (the connection could not be opened, or the server answered
 // unavailable); otherwise they fail with ErrIndeterminate. A Put retried
 // after it had applied could be refused as stale, which would report a
 // write that happened as one that did not.
 //
-// One caveat: the server also answers unavailable when it lost the
-// leadership while a proposal was in flight, which may have applied. A Put
-// retried then writes again with the same token (harmless), or, if a newer
-// grant wrote the key in between, is refused with ErrStaleToken although
-// the first attempt wrote.
+// The server also answers unavailable when it lost the leadership while a
+// proposal was in flight, which may have applied. A Put retried then
+// carries the same request ID, so it gets the first attempt's outcome
+// (against a server that predates request IDs it could write again or be
+// refused as stale although the first attempt wrote).
 //
 // # Sessions, elections and Run
 //

@@ -41,6 +41,11 @@ var (
 	// that acquired a grant renews, releases or writes with it. Such an
 	// error has the code permission_denied (connect.CodeOf).
 	ErrForbidden = lease.ErrForbidden
+	// ErrNotApplied is in the chain of an ErrIndeterminate error when
+	// the cluster refused a retry of a call whose outcome it no longer
+	// remembers (see lease.ErrNotApplied): an earlier attempt may have
+	// taken effect.
+	ErrNotApplied = lease.ErrNotApplied
 	// ErrUnavailable is matched when the caller's context ended while the
 	// client was still retrying because no endpoint could serve the
 	// request (unreachable, no leader, no quorum). The error also unwraps
@@ -74,8 +79,8 @@ type retryPolicy uint8
 const (
 	// retryAlways: repeating the request is harmless, so every attempt
 	// that did not get an answer is retried. Reads are, and so are Acquire
-	// (the same holder acquiring again renews, with the same token) and
-	// Renew.
+	// and Renew (every attempt carries the call's request ID, and the
+	// cluster answers a retry with the first attempt's outcome).
 	retryAlways retryPolicy = iota
 	// retryUnsent: the request is retried only when it certainly was not
 	// applied: the connection could not be opened, or the server answered

@@ -28,12 +28,14 @@ type KV struct {
 // key, which would misreport the outcome. Such a Put fails with an error
 // matching ErrIndeterminate; read the key to find out.
 func (c *Client) Put(ctx context.Context, key string, value []byte, leaseName string, token uint64) (uint64, error) {
-	req := &tenurev1.KVPutRequest{Key: key, Value: value, Lease: leaseName, Token: token}
+	id := c.sess.begin()
+	defer c.sess.end(id)
+	req := &tenurev1.KVPutRequest{Key: key, Value: value, Lease: leaseName, Token: token, RequestId: id}
 	res, _, err := unaryOrBatched(ctx, c, retryUnsent, req,
 		kvService, tenurev1connect.KVServiceClient.Put,
 		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Put{Put: req}}, (*tenurev1.BatchResult).GetPut)
 	if err != nil {
-		return 0, err
+		return 0, notApplied(err)
 	}
 	return res.GetRevision(), nil
 }
@@ -80,12 +82,14 @@ type KVListOptions struct {
 // Delete removes key, fenced like Put, and returns the store revision of
 // the deletion. Like Put it is not retried once possibly delivered.
 func (c *Client) Delete(ctx context.Context, key, leaseName string, token uint64) (uint64, error) {
-	req := &tenurev1.KVDeleteRequest{Key: key, Lease: leaseName, Token: token}
+	id := c.sess.begin()
+	defer c.sess.end(id)
+	req := &tenurev1.KVDeleteRequest{Key: key, Lease: leaseName, Token: token, RequestId: id}
 	res, _, err := unaryOrBatched(ctx, c, retryUnsent, req,
 		kvService, tenurev1connect.KVServiceClient.Delete,
 		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Delete{Delete: req}}, (*tenurev1.BatchResult).GetDelete)
 	if err != nil {
-		return 0, err
+		return 0, notApplied(err)
 	}
 	return res.GetRevision(), nil
 }

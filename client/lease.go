@@ -110,29 +110,26 @@ func Limit(n int) AcquireOption {
 // already holds it (same token). If another holder has it, the error
 // matches ErrLeaseHeld and is a *HeldError naming that holder.
 //
-// Acquire retries on other endpoints while the cluster is unavailable:
-// that is safe because acquiring again by the same holder is a renewal.
+// Acquire retries on other endpoints while the cluster is unavailable.
+// Every attempt carries the call's request ID, so the cluster applies
+// the call at most once: a retry of an attempt that took effect gets that
+// attempt's outcome (its grant, even if the grant has expired since, or
+// its "held"), never a second grant. The returned Lease's Sent is when
+// the first attempt was sent.
 func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Duration, opts ...AcquireOption) (Lease, error) {
 	o := NewAcquireSettings(opts...)
 	var waitUntil time.Time
 	if o.Wait && o.WaitTimeout > 0 {
 		waitUntil = time.Now().Add(o.WaitTimeout)
 	}
+	id := c.sess.begin()
+	defer c.sess.end(id)
 	var (
 		res  *tenurev1.AcquireResponse
 		sent time.Time
-		// maybeGranted is set once an attempt failed in a way that does
-		// not rule out that the server granted it.
-		maybeGranted bool
-		parent       = ctx
 	)
 	err := c.call(ctx, retryAlways, func(ctx context.Context, ep *endpoint) (err error) {
-		defer func() {
-			if err != nil && classify(parent, err, retryUnsent) == indeterminate {
-				maybeGranted = true
-			}
-		}()
-		req := &tenurev1.AcquireRequest{Name: name, Holder: holder, Ttl: durationpb.New(ttl), Wait: o.Wait}
+		req := &tenurev1.AcquireRequest{Name: name, Holder: holder, Ttl: durationpb.New(ttl), Wait: o.Wait, RequestId: id}
 		if o.Limit > 1 {
 			req.Limit = uint32(o.Limit)
 		}
@@ -152,7 +149,11 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
-		sent = time.Now()
+		if sent.IsZero() {
+			// The answer may be the outcome of an earlier attempt,
+			// which took effect after the first was sent.
+			sent = time.Now()
+		}
 		if !req.Wait {
 			op := &tenurev1.BatchOp{Op: &tenurev1.BatchOp_Acquire{Acquire: req}}
 			r, batched, err := tryBatched(ctx, c, ep, op, (*tenurev1.BatchResult).GetAcquire)
@@ -169,16 +170,19 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 		return nil
 	})
 	if err != nil {
-		err = nameHeld(err, name)
-		if maybeGranted && errors.Is(err, ErrLeaseHeld) {
-			// An earlier attempt may have been granted, and that grant
-			// may have expired before the retry found the name held by
-			// someone else: the acquire may have taken effect.
-			err = fmt.Errorf("%w (an earlier attempt may have been granted and has expired since): %w", ErrIndeterminate, err)
-		}
-		return Lease{}, err
+		return Lease{}, notApplied(nameHeld(err, name))
 	}
 	return leaseFromProto(res.GetLease(), sent), nil
+}
+
+// notApplied turns the refusal of a retry below its session's floor into
+// ErrIndeterminate: the cluster no longer remembers the call's outcome
+// (see lease.ErrNotApplied), so an earlier attempt may have taken effect.
+func notApplied(err error) error {
+	if errors.Is(err, ErrNotApplied) {
+		return fmt.Errorf("%w: %w", ErrIndeterminate, err)
+	}
+	return err
 }
 
 // nameHeld fills in the lease name of a *HeldError from the server, whose
@@ -205,9 +209,13 @@ type RenewResult struct {
 // (and one raft entry). It returns one result per ref, in order; a lease
 // that could not be renewed has its error in its result, and the returned
 // error is only for the request as a whole (bad input, no cluster).
-// Renewals are retried on other endpoints: renewing twice is harmless.
+// Renewals are retried on other endpoints; the cluster applies the call
+// at most once (see Acquire), and each lease's Sent is when the first
+// attempt was sent.
 func (c *Client) Renew(ctx context.Context, refs ...Ref) ([]RenewResult, error) {
-	req := &tenurev1.RenewRequest{}
+	id := c.sess.begin()
+	defer c.sess.end(id)
+	req := &tenurev1.RenewRequest{RequestId: id}
 	for _, r := range refs {
 		pr := &tenurev1.LeaseRef{Name: r.Name, Token: r.Token}
 		if r.TTL != 0 {
@@ -219,7 +227,7 @@ func (c *Client) Renew(ctx context.Context, refs ...Ref) ([]RenewResult, error) 
 		leaseService, tenurev1connect.LeaseServiceClient.Renew,
 		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Renew{Renew: req}}, (*tenurev1.BatchResult).GetRenew)
 	if err != nil {
-		return nil, err
+		return nil, notApplied(err)
 	}
 	if len(res.GetResults()) != len(refs) {
 		return nil, fmt.Errorf("client: renew of %d leases returned %d results", len(refs), len(res.GetResults()))
@@ -251,11 +259,13 @@ func (c *Client) RenewOne(ctx context.Context, name string, token uint64) (Lease
 // the current grant fails with ErrStaleToken. A release that may have been
 // delivered is not retried (see ErrIndeterminate).
 func (c *Client) Release(ctx context.Context, name string, token uint64) error {
-	req := &tenurev1.ReleaseRequest{Name: name, Token: token}
+	id := c.sess.begin()
+	defer c.sess.end(id)
+	req := &tenurev1.ReleaseRequest{Name: name, Token: token, RequestId: id}
 	_, _, err := unaryOrBatched(ctx, c, retryUnsent, req,
 		leaseService, tenurev1connect.LeaseServiceClient.Release,
 		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Release{Release: req}}, (*tenurev1.BatchResult).GetRelease)
-	return err
+	return notApplied(err)
 }
 
 // Get returns the live grant of name, or an error matching ErrNotFound if

@@ -37,6 +37,9 @@ const (
 	// fPrincipal: after the limit, the authenticated caller (string).
 	// Added with authentication; entries written before it never have it.
 	fPrincipal
+	// fSession: after the principal, the client session (string), the
+	// seq and the floor (uvarints). Added with client sessions.
+	fSession
 )
 
 // AppendBatch appends the binary encoding of b to buf.
@@ -80,6 +83,7 @@ func appendOp(buf []byte, op Op) []byte {
 	}
 	set(op.Limit != 0, fLimit)
 	set(op.Principal != "", fPrincipal)
+	set(op.Session != "", fSession)
 	buf = append(buf, byte(op.Type))
 	buf = binary.AppendUvarint(buf, flags)
 	if flags&fName != 0 {
@@ -123,6 +127,11 @@ func appendOp(buf []byte, op Op) []byte {
 	}
 	if flags&fPrincipal != 0 {
 		buf = appendString(buf, op.Principal)
+	}
+	if flags&fSession != 0 {
+		buf = appendString(buf, op.Session)
+		buf = binary.AppendUvarint(buf, op.Seq)
+		buf = binary.AppendUvarint(buf, op.Floor)
 	}
 	return buf
 }
@@ -228,7 +237,7 @@ func (d *decoder) op() Op {
 		return Op{}
 	}
 	flags := d.uvarint("flags")
-	if flags >= fPrincipal<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
+	if flags >= fSession<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
 		d.fail("flags")
 	}
 	if flags&fName != 0 {
@@ -277,6 +286,11 @@ func (d *decoder) op() Op {
 	}
 	if flags&fPrincipal != 0 {
 		op.Principal = d.string("principal")
+	}
+	if flags&fSession != 0 {
+		op.Session = d.string("session")
+		op.Seq = d.uvarint("seq")
+		op.Floor = d.uvarint("floor")
 	}
 	return op
 }

@@ -15,6 +15,9 @@ const (
 	// ReasonForbidden goes with permission_denied: the grant belongs to
 	// another principal.
 	ReasonForbidden = "FORBIDDEN"
+	// ReasonNotApplied goes with failed_precondition: the request is
+	// below its session's floor and was not applied.
+	ReasonNotApplied = "NOT_APPLIED"
 )
 
 var (
@@ -36,6 +39,12 @@ var (
 	// when the grant was acquired by another principal. The error is a
 	// *ForbiddenError.
 	ErrForbidden = errors.New("lease: not permitted")
+	// ErrNotApplied is returned for a request of a client session whose
+	// seq is below the session's floor: its client had already given up
+	// on the call (a delayed copy of it arrived late), or its outcome is
+	// too old to be remembered (see session.go). The request had no
+	// effect; an earlier attempt of the same call may have had one.
+	ErrNotApplied = errors.New("lease: request below its session's floor, not applied")
 )
 
 // ForbiddenError reports an operation on a grant that another principal
@@ -114,6 +123,8 @@ func Reason(err error) string {
 		return ReasonNotFound
 	case errors.Is(err, ErrForbidden):
 		return ReasonForbidden
+	case errors.Is(err, ErrNotApplied):
+		return ReasonNotApplied
 	}
 	return ""
 }

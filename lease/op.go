@@ -71,6 +71,16 @@ type Op struct {
 	// principal is refused with ErrForbidden unless it comes from the
 	// same one.
 	Principal string
+	// Session, Seq and Floor identify one call of a client session (see
+	// session.go): every attempt of the call carries the same Session
+	// and Seq, and Floor is the lowest Seq of the session still in
+	// flight. An OpAcquire, OpRenew, OpRelease, OpPut or OpDelete with a
+	// Session is applied at most once per Seq: a retry gets the first
+	// outcome. Session "" is a request without a session (the other
+	// fields are then unused).
+	Session string
+	Seq     uint64
+	Floor   uint64
 }
 
 // Batch is the unit of replication: operations stamped with one cluster
@@ -195,6 +205,9 @@ func checkToken(t uint64) error {
 // Validate checks op against the limits. Ops of type OpExpire are internal
 // and always valid. A nil error means op may be proposed.
 func (l Limits) Validate(op Op) error {
+	if err := checkSession(op); err != nil {
+		return err
+	}
 	switch op.Type {
 	case OpAcquire:
 		if err := checkText("name", op.Name, l.MaxNameLen); err != nil {

@@ -27,10 +27,15 @@ import (
 // ("Principal"). It is written only when some grant or waiter has one, so
 // a node that predates it refuses such a snapshot instead of dropping
 // the principals.
+//
+// Version 4 adds client sessions ("sessions", after "kv": see session.go)
+// and the session and seq of a waiter. It is written only when a session
+// is live or a waiter has one.
 const (
 	snapshotV1 = 1
 	snapshotV2 = 2
 	snapshotV3 = 3
+	snapshotV4 = 4
 )
 
 type snapshot struct {
@@ -41,6 +46,8 @@ type snapshot struct {
 	Leases    []Lease         `json:"leases"`
 	Queues    []snapshotQueue `json:"queues"`
 	KV        []snapshotKey   `json:"kv"`
+	// Sessions are written by hand after KV, only in version 4.
+	Sessions []snapshotSession `json:"sessions,omitempty"`
 }
 
 type snapshotQueue struct {
@@ -73,6 +80,7 @@ type Capture struct {
 	leases    []*Lease
 	queues    []snapshotQueue
 	kv        []snapshotKey
+	sessions  []snapshotSession
 }
 
 // Capture returns a copy of s as it is now. It costs a pointer per grant
@@ -96,6 +104,7 @@ func (s *State) Capture() *Capture {
 	for key, f := range s.kv {
 		c.kv = append(c.kv, snapshotKey{Key: key, Fence: f.Token, Entry: f.Entry})
 	}
+	c.sessions = s.captureSessions(s.now)
 	return c
 }
 
@@ -122,7 +131,7 @@ func (c *Capture) Write(w io.Writer) error {
 			version = max(version, snapshotV2)
 		}
 		if l.Principal != "" {
-			version = snapshotV3
+			version = max(version, snapshotV3)
 		}
 	}
 	for _, q := range c.queues {
@@ -131,9 +140,15 @@ func (c *Capture) Write(w io.Writer) error {
 				version = max(version, snapshotV2)
 			}
 			if wt.Principal != "" {
-				version = snapshotV3
+				version = max(version, snapshotV3)
+			}
+			if wt.Session != "" {
+				version = snapshotV4
 			}
 		}
+	}
+	if len(c.sessions) > 0 {
+		version = snapshotV4
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	ew := &errWriter{w: bw}
@@ -147,7 +162,10 @@ func (c *Capture) Write(w io.Writer) error {
 	ew.write(head[:cut])
 	writeArray(ew, "leases", c.leases, false)
 	writeArray(ew, "queues", c.queues, false)
-	writeArray(ew, "kv", c.kv, true)
+	writeArray(ew, "kv", c.kv, len(c.sessions) == 0)
+	if len(c.sessions) > 0 {
+		writeArray(ew, "sessions", c.sessions, true)
+	}
 	ew.write([]byte("}\n"))
 	if ew.err != nil {
 		return ew.err
@@ -199,8 +217,11 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := json.NewDecoder(r).Decode(&snap); err != nil {
 		return nil, fmt.Errorf("lease: read snapshot: %w", err)
 	}
-	if snap.Version < snapshotV1 || snap.Version > snapshotV3 {
-		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV3)
+	if snap.Version < snapshotV1 || snap.Version > snapshotV4 {
+		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV4)
+	}
+	if snap.Version < snapshotV4 && len(snap.Sessions) > 0 {
+		return nil, fmt.Errorf("lease: version %d snapshot has sessions", snap.Version)
 	}
 	s := New()
 	s.now, s.lastToken, s.revision = snap.Now, snap.LastToken, snap.Revision
@@ -221,6 +242,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	}
 	for _, k := range snap.KV {
 		s.kv[k.Key] = &fence{Token: k.Fence, Entry: k.Entry}
+	}
+	if err := s.restoreSessions(snap.Sessions); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -72,8 +72,13 @@ type Result struct {
 	Entries []Entry
 	// Revision is the store revision after OpPut and OpDelete.
 	Revision uint64
-	// Now is the cluster time the op was applied at.
+	// Now is the cluster time the op was applied at: for a Remembered
+	// result, the time its call first took effect.
 	Now time.Duration
+	// Remembered is true when the op is a retry of a call of a client
+	// session that was already applied: the result is the first
+	// attempt's, and the retry changed nothing (see session.go).
+	Remembered bool
 }
 
 type waiter struct {
@@ -85,6 +90,10 @@ type waiter struct {
 	Limit int `json:",omitempty"`
 	// Principal is the caller that queued, recorded in its grant.
 	Principal string `json:",omitempty"`
+	// Session and Seq name the call of a client session that queued the
+	// waiter, whose result its grant becomes (see session.go).
+	Session string `json:",omitempty"`
+	Seq     uint64 `json:",omitempty"`
 }
 
 type fence struct {
@@ -105,6 +114,10 @@ type State struct {
 	queues   map[string][]waiter
 	kv       map[string]*fence
 	expiries expiryHeap
+	// sessions are the client sessions by sessionKey (see session.go);
+	// sessionSweep is the cluster time of their next sweep.
+	sessions     map[sessionKey]*session
+	sessionSweep time.Duration
 }
 
 // New returns an empty state at cluster time zero.
@@ -113,6 +126,8 @@ func New() *State {
 		leases: newGrantIndex(),
 		queues: make(map[string][]waiter),
 		kv:     make(map[string]*fence),
+
+		sessions: make(map[sessionKey]*session),
 	}
 }
 
@@ -258,7 +273,9 @@ func (s *State) Apply(b Batch) ([]Result, []Event) {
 	results := make([]Result, len(b.Ops))
 	for i, op := range b.Ops {
 		results[i] = a.apply(op)
-		results[i].Now = s.now
+		if !results[i].Remembered {
+			results[i].Now = s.now
+		}
 	}
 	return results, a.events
 }
@@ -274,6 +291,13 @@ func (a *applier) emit(t EventType, l Lease) {
 }
 
 func (a *applier) apply(op Op) Result {
+	if op.Session != "" && sessioned(op.Type) {
+		return a.applySession(op)
+	}
+	return a.applyOp(op)
+}
+
+func (a *applier) applyOp(op Op) Result {
 	switch op.Type {
 	case OpAcquire:
 		return a.acquire(op)
@@ -389,7 +413,7 @@ func (a *applier) grantWaiters(name string) {
 			// queued), but a log must apply the same way forever.
 			continue
 		}
-		a.grant(name, w.Holder, w.TTL, w.Limit, w.Principal)
+		a.granted(w, a.grant(name, w.Holder, w.TTL, w.Limit, w.Principal))
 	}
 	if len(q) == 0 {
 		delete(a.s.queues, name)
@@ -541,6 +565,7 @@ func (a *applier) enqueue(op Op) {
 		if q[i].Holder == op.Holder {
 			// A retried wait keeps its place in the queue.
 			q[i].TTL, q[i].Deadline = w.TTL, w.Deadline
+			q[i].Session, q[i].Seq = "", 0
 			return
 		}
 	}
@@ -654,6 +679,7 @@ func (a *applier) expireAll() {
 	for _, e := range due {
 		a.settle(e.name)
 	}
+	a.s.sweepSessions(a.now)
 }
 
 func (a *applier) list(prefix string) Result {

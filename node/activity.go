@@ -170,6 +170,9 @@ func (a *activityLog) record(index uint64, st *lease.State, ops []lease.Op, resu
 	var renewed uint64
 	for i := range ops {
 		op, res := &ops[i], &results[i]
+		if res.Remembered {
+			continue // a retry: its call was counted when it took effect
+		}
 		switch op.Type {
 		case lease.OpRenew:
 			for _, r := range res.Renewed {

@@ -16,5 +16,9 @@
 // Waiting acquires are queued inside the state machine itself (see package
 // lease), so a grant to the first waiter commits in the same entry as the
 // release or expiry that freed the lease. The node only parks the caller
-// until it sees that grant applied.
+// until it sees that grant applied. A call with a request ID (see
+// lease/session.go) that is retried on a new leader finds the grant as
+// its call's remembered result, and when a wait times out the node's
+// leave-the-queue-and-try-once carries the call's request ID, so its
+// answer becomes that call's outcome.
 package node

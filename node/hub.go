@@ -241,7 +241,9 @@ func (n *Node) Acquire(ctx context.Context, op lease.Op) (lease.Result, error) {
 		// in the same batch renews it and returns it.
 		res, err := n.Do(ctx,
 			lease.Op{Type: lease.OpCancelWait, Name: op.Name, Holder: op.Holder, Principal: op.Principal},
-			lease.Op{Type: lease.OpAcquire, Name: op.Name, Holder: op.Holder, TTL: op.TTL, Limit: op.Limit, Principal: op.Principal})
+			lease.Op{Type: lease.OpAcquire, Name: op.Name, Holder: op.Holder, TTL: op.TTL, Limit: op.Limit, Principal: op.Principal,
+				// The same call: its result replaces the queued one.
+				Session: op.Session, Seq: op.Seq, Floor: op.Floor})
 		if err != nil {
 			return lease.Result{}, err
 		}

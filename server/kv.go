@@ -86,9 +86,11 @@ func putOp(ctx context.Context, m *tenurev1.KVPutRequest) lease.Op {
 	if value == nil {
 		value = []byte{}
 	}
-	return lease.Op{Type: lease.OpPut, Key: m.GetKey(), Value: value, Name: m.GetLease(), Token: m.GetToken(), Principal: principalFrom(ctx)}
+	op := lease.Op{Type: lease.OpPut, Key: m.GetKey(), Value: value, Name: m.GetLease(), Token: m.GetToken(), Principal: principalFrom(ctx)}
+	return withRequestID(op, m.GetRequestId())
 }
 
 func deleteOp(ctx context.Context, m *tenurev1.KVDeleteRequest) lease.Op {
-	return lease.Op{Type: lease.OpDelete, Key: m.GetKey(), Name: m.GetLease(), Token: m.GetToken(), Principal: principalFrom(ctx)}
+	op := lease.Op{Type: lease.OpDelete, Key: m.GetKey(), Name: m.GetLease(), Token: m.GetToken(), Principal: principalFrom(ctx)}
+	return withRequestID(op, m.GetRequestId())
 }

@@ -96,7 +96,7 @@ func acquireOp(ctx context.Context, m *tenurev1.AcquireRequest) (lease.Op, error
 	if m.GetTtl() == nil {
 		return lease.Op{}, errors.New("lease: ttl is required")
 	}
-	return lease.Op{
+	op := lease.Op{
 		Type:        lease.OpAcquire,
 		Name:        m.GetName(),
 		Holder:      m.GetHolder(),
@@ -105,7 +105,8 @@ func acquireOp(ctx context.Context, m *tenurev1.AcquireRequest) (lease.Op, error
 		WaitTimeout: m.GetWaitTimeout().AsDuration(),
 		Limit:       int(min(m.GetLimit(), math.MaxInt32)),
 		Principal:   principalFrom(ctx),
-	}, nil
+	}
+	return withRequestID(op, m.GetRequestId()), nil
 }
 
 func acquireResponse(res lease.Result) *tenurev1.AcquireResponse {
@@ -132,7 +133,7 @@ func renewOp(ctx context.Context, m *tenurev1.RenewRequest) lease.Op {
 	for _, r := range m.GetLeases() {
 		op.Refs = append(op.Refs, lease.Ref{Name: r.GetName(), Token: r.GetToken(), TTL: r.GetTtl().AsDuration()})
 	}
-	return op
+	return withRequestID(op, m.GetRequestId())
 }
 
 // renewResponse reports each lease of a renewal, counting the renewals
@@ -182,7 +183,17 @@ func (l *leaseService) Release(ctx context.Context, req *connect.Request[tenurev
 }
 
 func releaseOp(ctx context.Context, m *tenurev1.ReleaseRequest) lease.Op {
-	return lease.Op{Type: lease.OpRelease, Name: m.GetName(), Token: m.GetToken(), Principal: principalFrom(ctx)}
+	op := lease.Op{Type: lease.OpRelease, Name: m.GetName(), Token: m.GetToken(), Principal: principalFrom(ctx)}
+	return withRequestID(op, m.GetRequestId())
+}
+
+// withRequestID returns op as one call of a client session, if id names
+// one: the state machine then applies it at most once (lease/session.go).
+func withRequestID(op lease.Op, id *tenurev1.RequestID) lease.Op {
+	if id.GetSession() != "" {
+		op.Session, op.Seq, op.Floor = id.GetSession(), id.GetSeq(), id.GetFloor()
+	}
+	return op
 }
 
 func (l *leaseService) Get(ctx context.Context, req *connect.Request[tenurev1.GetRequest]) (*connect.Response[tenurev1.GetResponse], error) {

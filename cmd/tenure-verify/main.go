@@ -37,6 +37,7 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, mode, error) {
 		faults string
 		seed   int64
 		md     mode
+		strict bool
 	)
 	fs := flag.NewFlagSet("tenure-verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -59,7 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, mode, error) {
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "time limit of the linearizability search per lease name")
 	fs.DurationVar(&cfg.EffectWindow, "effect-window", cfg.EffectWindow, "how long after its call an indeterminate operation may still take effect")
 	fs.IntVar(&cfg.ElectionWorkers, "election-workers", cfg.ElectionWorkers, "number of worker processes that lead names through package election (0: none)")
-	fs.BoolVar(&cfg.Strict, "strict", false, "fail on known bugs B1b and B1c too (a retried acquire whose first attempt granted the lease, answered \"held\" or granted a second time)")
+	fs.BoolVar(&strict, "strict", true, "tolerate nothing; --strict=false only with --recheck, to model the fixed bugs B1b and B1c in a history recorded before their fix")
 	fs.BoolVar(&cfg.TLS, "tls", false, "run the cluster with TLS on the API, mutual TLS between members and an auth file; the harness and each worker authenticate with a token")
 	fs.BoolVar(&md.plan, "plan", false, "print the fault schedule for --seed and exit")
 	fs.BoolVar(&md.version, "version", false, "print the version and exit")
@@ -73,6 +74,10 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, mode, error) {
 	if md.version {
 		return cfg, md, nil
 	}
+	if !strict && md.recheck == "" {
+		return cfg, md, fmt.Errorf("--strict=false only re-checks a history recorded before B1b and B1c were fixed (--recheck DIR)")
+	}
+	cfg.Legacy = !strict
 	if cfg.ElectionWorkers == 0 {
 		cfg.ElectionWorkers = -1 // none; the zero value of the field means the default
 	}

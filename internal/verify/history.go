@@ -86,9 +86,12 @@ type Record struct {
 // 6968733 the client reports that as indeterminate) or makes a second
 // grant with a new token (B1c), and the first grant is never reported.
 // Fencing holds (nobody can use a token they never learned), but the op
-// took effect twice. With the synthetic ops the checks tolerate this;
-// without them (--strict) they report it. An answer after a single
-// attempt stays definite.
+// took effect twice. Both are fixed: every attempt of a call carries the
+// call's request ID and the cluster answers a retry with the first
+// outcome, so a run tolerates neither. Only a re-check of a history
+// recorded before the fix (Config.Legacy, --recheck DIR --strict=false)
+// adds the synthetic ops. An answer after a single attempt stays
+// definite.
 func RetriedAcquires(h History) History {
 	var out History
 	for _, r := range h {

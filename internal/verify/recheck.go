@@ -32,14 +32,14 @@ func Recheck(dir string, cfg Config) (*Report, error) {
 		json.Unmarshal(b, &old)
 	}
 	rep := &Report{Seed: old.Seed, ScheduleHash: old.ScheduleHash, Duration: old.Duration, Nodes: old.Nodes, Workers: old.Workers,
-		Unsafe: old.Unsafe, Strict: cfg.Strict, Planned: old.Planned, Injected: old.Injected, Skipped: old.Skipped, Final: old.Final,
-		SnapshotInstalls: old.SnapshotInstalls, Pauses: old.Pauses, Membership: old.Membership}
+		Unsafe: old.Unsafe, SkipFsync: old.SkipFsync, Strict: !cfg.Legacy, Planned: old.Planned, Injected: old.Injected, Skipped: old.Skipped,
+		Final: old.Final, SnapshotInstalls: old.SnapshotInstalls, Pauses: old.Pauses, Membership: old.Membership}
 	rep.count(all)
 	h, terms := all.Split()
 	m := Model{MinExpiry: cfg.MinExpiry()}
 	checked := h
 	rep.Violations = CheckInvariants(h, old.Final, m.MinExpiry)
-	if !cfg.Strict {
+	if cfg.Legacy {
 		checked = append(append(History(nil), h...), RetriedAcquires(h)...)
 		rep.Violations = CheckInvariants(checked, old.Final, m.MinExpiry)
 	}

@@ -45,9 +45,11 @@ import (
 //     segment (not one) makes the chained check exact, so no violation can
 //     hide across a cut.
 
-// expiredSince is in the error of an acquire the client reports as
+// expiredSince is in the error of an acquire the client reported as
 // indeterminate after a retry was answered "held" while an earlier
-// attempt may have been granted (B1b).
+// attempt may have been granted (B1b). The client stopped when B1b was
+// fixed (a retry now gets the first attempt's outcome); histories
+// recorded before still have it.
 const expiredSince = "an earlier attempt may have been granted and has expired since"
 
 // Segment is the verdict on one segment of one name's history.

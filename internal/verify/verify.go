@@ -59,9 +59,10 @@ type Config struct {
 	// EffectWindow is how long after its call an indeterminate op may
 	// still take effect (see segments.go). Default 15s.
 	EffectWindow time.Duration
-	// Strict reports known bugs B1b and B1c (see RetriedAcquires) as
-	// violations instead of tolerating them.
-	Strict bool
+	// Legacy models known bugs B1b and B1c (see RetriedAcquires) when
+	// Recheck checks a history recorded before they were fixed (by the
+	// client's request IDs). Run ignores it: a run tolerates nothing.
+	Legacy bool
 	// TLS runs the cluster with TLS on the API, mutual TLS between
 	// members, and an auth file: the harness and every worker
 	// authenticate with tokens of their own.
@@ -280,7 +281,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		logf("reading the final state: %v (durability not checked)", finalErr)
 	}
 	rep := &Report{Seed: cfg.Seed, ScheduleHash: sched.Hash(), Duration: elapsed, Nodes: cfg.Nodes, Workers: cfg.Workers,
-		Unsafe: cfg.Unsafe, SkipFsync: cfg.SkipFsync, Strict: cfg.Strict, Planned: len(sched), Injected: nem.Injected, Skipped: nem.Skipped, Final: final,
+		Unsafe: cfg.Unsafe, SkipFsync: cfg.SkipFsync, Strict: true, Planned: len(sched), Injected: nem.Injected, Skipped: nem.Skipped, Final: final,
 		Membership: members}
 	rep.count(all)
 	for _, e := range ws.Errs {
@@ -290,20 +291,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	m := Model{MinExpiry: cfg.MinExpiry()}
 	checked := h
 	rep.Violations = CheckInvariants(h, final, m.MinExpiry)
-	if !cfg.Strict {
-		checked = append(append(History(nil), h...), RetriedAcquires(h)...)
-		tolerant := CheckInvariants(checked, final, m.MinExpiry)
-		still := map[string]bool{}
-		for _, v := range tolerant {
-			still[v.String()] = true
-		}
-		for _, v := range rep.Violations {
-			if !still[v.String()] {
-				rep.KnownBugs = append(rep.KnownBugs, Violation{"B1b/B1c", v.Detail})
-			}
-		}
-		rep.Violations = tolerant
-	}
 	rep.Violations = append(rep.Violations, nem.Violations...)
 	rep.Violations = append(rep.Violations, members.Check()...)
 	rep.Violations = append(rep.Violations, unreadableAfterPowerLoss(cfg, h, finalErr)...)
@@ -315,20 +302,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wv, wst := CheckWatches(wrecs, nw, all)
 	rep.Violations = append(rep.Violations, wv...)
 	rep.Watches = wst
-	var strict map[string]porcupine.CheckResult
-	if !cfg.Strict {
-		// Which names pass only with retried acquires modelled: the
-		// observations of B1b/B1c the summary lists.
-		strict = map[string]porcupine.CheckResult{}
-		for _, r := range CheckLinearizable(m, h, cfg.EffectWindow, cfg.CheckTimeout) {
-			strict[r.Name] = r.Result
-		}
-	}
 	for _, r := range CheckLinearizable(m, checked, cfg.EffectWindow, cfg.CheckTimeout) {
 		rep.Histories = append(rep.Histories, HistoryResult{Name: r.Name, Ops: r.Ops, Segments: len(r.Segments), Result: string(r.Result)})
-		if r.Result == porcupine.Ok && strict != nil && strict[r.Name] == porcupine.Illegal {
-			rep.KnownBugs = append(rep.KnownBugs, Violation{"B1b/B1c", fmt.Sprintf("the history of %q is linearizable only with retried acquires modelled as possibly granted twice", r.Name)})
-		}
 		switch r.Result {
 		case porcupine.Unknown:
 			rep.Inconclusive = true

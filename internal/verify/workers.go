@@ -214,8 +214,8 @@ func outcome(err error, r *Record) {
 		r.Outcome = Ok
 		return
 	case errors.Is(err, client.ErrIndeterminate):
-		// Before the refusals: an acquire answered "held" after an
-		// uncertain attempt may have been granted (B1b).
+		// Before the refusals: a retry the cluster no longer
+		// remembers the outcome of (client.ErrNotApplied).
 		r.Outcome = Indeterminate
 	case errors.Is(err, client.ErrLeaseHeld):
 		r.Outcome = Held

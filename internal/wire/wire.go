@@ -62,6 +62,7 @@ var errorTable = []mapping{
 	{lease.ErrStaleToken, connect.CodeFailedPrecondition, lease.ReasonStaleToken},
 	{lease.ErrNotFound, connect.CodeNotFound, lease.ReasonNotFound},
 	{lease.ErrForbidden, connect.CodePermissionDenied, lease.ReasonForbidden},
+	{lease.ErrNotApplied, connect.CodeFailedPrecondition, lease.ReasonNotApplied},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, ""},
 	{context.Canceled, connect.CodeCanceled, ""},
 }

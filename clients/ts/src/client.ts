@@ -19,9 +19,11 @@ import { type Clock, sleep, systemClock } from "./clock.js";
 import { type Observation, type RunOptions, observe, runElection } from "./election.js";
 import { type Lease as ElectionLease, Session, type SessionConfig } from "./session.js";
 import { durationToMs, msToDuration } from "./duration.js";
+import { RequestIds, type RequestIdInit } from "./requestid.js";
 import {
   IndeterminateError,
   LeaseHeldError,
+  NotAppliedError,
   OtherClusterError,
   TenureError,
   UnavailableError,
@@ -357,6 +359,8 @@ export class Client {
   /** The cluster the client is pinned to; undefined until known. */
   private pinned: string | undefined;
   private readonly onClose: (() => void) | undefined;
+  /** Numbers the calls that change state (see requestid.ts). */
+  private readonly ids = new RequestIds();
 
   constructor(cfg: ClientConfig) {
     if (cfg.endpoints === undefined || cfg.endpoints.length === 0) throw new TenureError("client: no endpoints");
@@ -424,6 +428,12 @@ export class Client {
     if (!seen) return;
     this.pinned ??= seen;
     if (this.pinned !== seen) throw new OtherClusterError(addr, this.pinned, seen);
+  }
+
+  /** requestSession is the ID of the client's session, as the request IDs
+   * of its calls that change state carry it. */
+  get requestSession(): string {
+    return this.ids.session;
   }
 
   /** endpoints returns the endpoints as host:port, in the configured order. */
@@ -509,19 +519,48 @@ export class Client {
   }
 
   /**
+   * mutating runs a call that changes state as one call of the client's
+   * session: every attempt carries the same request ID, so the cluster
+   * applies it at most once, and sentAt is when the first attempt was sent
+   * (the answer may be the outcome of an earlier attempt, which took
+   * effect after it). A retry the cluster no longer remembers throws an
+   * IndeterminateError whose cause is a NotAppliedError.
+   */
+  private async mutating<T>(
+    p: RetryPolicy,
+    opts: CallOptions | undefined,
+    timeoutMs: () => number,
+    fn: (ep: Endpoint, signal: AbortSignal, requestId: RequestIdInit) => Promise<T>,
+  ): Promise<{ res: T; sentAt: number }> {
+    const id = this.ids.begin();
+    let sentAt: number | undefined;
+    try {
+      const res = await this.call(p, opts?.signal, timeoutMs, async (ep, signal) => {
+        sentAt ??= this.clock.now();
+        return fn(ep, signal, id);
+      });
+      return { res, sentAt: sentAt! };
+    } catch (err) {
+      if (err instanceof NotAppliedError) throw new IndeterminateError(err.message, err);
+      throw err;
+    } finally {
+      this.ids.end(id);
+    }
+  }
+
+  /**
    * acquire grants the lease name to holder for ttlMs, or renews it if
    * holder already holds it (same token). If another holder has it, it
    * throws a LeaseHeldError naming that holder. It retries on other
-   * endpoints while the cluster is unavailable: acquiring again by the same
-   * holder is a renewal. If an earlier attempt may have been granted and
-   * a retry is answered "held", the error is an IndeterminateError whose
-   * cause is the LeaseHeldError.
+   * endpoints while the cluster is unavailable. Every attempt carries the
+   * call's request ID, so the cluster applies the call at most once: a
+   * retry of an attempt that took effect gets that attempt's outcome (its
+   * grant, even if it expired since, or its "held"), never a second grant.
+   * The lease's sentAt is when the first attempt was sent.
    */
   async acquire(name: string, holder: string, ttlMs: number, opts?: AcquireOptions): Promise<Lease> {
     const wait = opts?.wait ?? false;
     const waitUntil = wait && opts?.waitTimeoutMs ? this.clock.now() + opts.waitTimeoutMs : 0;
-    let sentAt = 0;
-    let maybeGranted = false;
     let req = { name, holder, ttl: msToDuration(ttlMs), wait, waitTimeout: undefined as ReturnType<typeof msToDuration> | undefined };
     const timeout = () => {
       req = { ...req, wait, waitTimeout: undefined };
@@ -536,29 +575,13 @@ export class Client {
       return this.cfg.requestTimeoutMs + left;
     };
     try {
-      const res = await this.call(
-        RetryPolicy.Always,
-        opts?.signal,
-        timeout,
-        async (ep, signal) => {
-          sentAt = this.clock.now();
-          return ep.lease.acquire(req, { signal });
-        },
-        (_err, _outcome, unsent) => {
-          if (unsent === Outcome.Indeterminate) maybeGranted = true;
-        },
+      const { res, sentAt } = await this.mutating(RetryPolicy.Always, opts, timeout, (ep, signal, requestId) =>
+        ep.lease.acquire({ ...req, requestId }, { signal }),
       );
       return leaseFromProto(res.lease, sentAt);
     } catch (err) {
-      if (err instanceof LeaseHeldError) {
-        const held = err.lease === "" ? new LeaseHeldError(err.message, name, err.holder, err.token, err.remainingMs, { cause: err.cause, code: err.code }) : err;
-        if (maybeGranted) {
-          // An earlier attempt may have been granted, and that grant may
-          // have expired before the retry found the name held by someone
-          // else: the acquire may have taken effect.
-          throw new IndeterminateError(`an earlier attempt may have been granted and has expired since: ${held.message}`, held);
-        }
-        throw held;
+      if (err instanceof LeaseHeldError && err.lease === "") {
+        throw new LeaseHeldError(err.message, name, err.holder, err.token, err.remainingMs, { cause: err.cause, code: err.code });
       }
       throw err;
     }
@@ -568,12 +591,15 @@ export class Client {
    * renew extends the leases named by refs by their TTLs, in one request
    * (and one raft entry), and returns one result per ref, in order. A lease
    * that could not be renewed has its error in its result; the call
-   * throws only for the request as a whole. Retried on other endpoints:
-   * renewing twice is harmless.
+   * throws only for the request as a whole. Retried on other endpoints;
+   * the cluster applies the call at most once (see acquire), and each
+   * lease's sentAt is when the first attempt was sent.
    */
   async renew(refs: LeaseRef[], opts?: CallOptions): Promise<RenewResult[]> {
     const leases = refs.map((r) => create(LeaseRefSchema, { name: r.name, token: r.token }));
-    const { res, sentAt } = await this.unary(RetryPolicy.Always, opts, (ep, signal) => ep.lease.renew({ leases }, { signal }));
+    const { res, sentAt } = await this.mutating(RetryPolicy.Always, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
+      ep.lease.renew({ leases, requestId }, { signal }),
+    );
     if (res.results.length !== refs.length) {
       throw new TenureError(`client: renew of ${refs.length} leases returned ${res.results.length} results`);
     }
@@ -598,7 +624,9 @@ export class Client {
    * current grant gives a StaleTokenError. A release that may have been
    * delivered is not retried (IndeterminateError). */
   async release(name: string, token: bigint, opts?: CallOptions): Promise<void> {
-    await this.unary(RetryPolicy.Unsent, opts, (ep, signal) => ep.lease.release({ name, token }, { signal }));
+    await this.mutating(RetryPolicy.Unsent, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
+      ep.lease.release({ name, token, requestId }, { signal }),
+    );
   }
 
   /** get returns the live grant of name, or throws a NotFoundError. */
@@ -623,7 +651,9 @@ export class Client {
    */
   async put(key: string, value: Uint8Array | string, lease: string, token: bigint, opts?: CallOptions): Promise<bigint> {
     const v = typeof value === "string" ? new TextEncoder().encode(value) : value;
-    const { res } = await this.unary(RetryPolicy.Unsent, opts, (ep, signal) => ep.kv.put({ key, value: v, lease, token }, { signal }));
+    const { res } = await this.mutating(RetryPolicy.Unsent, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
+      ep.kv.put({ key, value: v, lease, token, requestId }, { signal }),
+    );
     return res.revision;
   }
 
@@ -636,7 +666,9 @@ export class Client {
   /** delete removes key, fenced like put, and returns the store revision
    * of the deletion. Not retried once possibly delivered. */
   async delete(key: string, lease: string, token: bigint, opts?: CallOptions): Promise<bigint> {
-    const { res } = await this.unary(RetryPolicy.Unsent, opts, (ep, signal) => ep.kv.delete({ key, lease, token }, { signal }));
+    const { res } = await this.mutating(RetryPolicy.Unsent, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
+      ep.kv.delete({ key, lease, token, requestId }, { signal }),
+    );
     return res.revision;
   }
 

@@ -23,12 +23,14 @@ export {
   RetryPolicy,
 } from "./client.js";
 export { type Clock, systemClock } from "./clock.js";
+export { RequestIds, type RequestIdInit } from "./requestid.js";
 export {
   TenureError,
   InvalidArgumentError,
   LeaseHeldError,
   StaleTokenError,
   NotFoundError,
+  NotAppliedError,
   DeadlineExceededError,
   CanceledError,
   UnavailableError,

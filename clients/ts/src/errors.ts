@@ -23,6 +23,7 @@ export const Reason = {
   LeaseHeld: "LEASE_HELD",
   StaleToken: "STALE_TOKEN",
   NotFound: "NOT_FOUND",
+  NotApplied: "NOT_APPLIED",
   Indeterminate: "INDETERMINATE",
 } as const;
 
@@ -67,6 +68,12 @@ export class StaleTokenError extends TenureError {}
 
 /** The name has no live lease, or the key holds no value. */
 export class NotFoundError extends TenureError {}
+
+/** NotAppliedError: the cluster refused a retry of a call whose outcome it
+ * no longer remembers (its session was idle too long, or had too many
+ * calls in flight). The retry had no effect; an earlier attempt may have.
+ * The client throws it as the cause of an IndeterminateError. */
+export class NotAppliedError extends TenureError {}
 
 /** The server reported that the request's deadline passed. */
 export class DeadlineExceededError extends TenureError {}
@@ -122,10 +129,10 @@ export class OtherClusterError extends TenureError {
 
 /** A release, put, delete or membership change was possibly delivered but
  * its outcome is unknown (the connection broke or the attempt timed out
- * after the request was sent), or an acquire was answered "held" after an
- * earlier attempt of it may have been granted. Such requests are not
- * retried: read the state (get, kvGet) to find out. `cause` is the
- * error of the attempt. */
+ * after the request was sent), or the cluster refused a retry of a call
+ * whose outcome it no longer remembers (cause: a NotAppliedError). Such
+ * requests are not retried: read the state (get, kvGet) to find out.
+ * `cause` is the error of the attempt. */
 export class IndeterminateError extends TenureError {
   constructor(message: string, cause: unknown) {
     super(`client: the request may or may not have been applied: ${message}`, { cause, code: Code.Unavailable });
@@ -181,6 +188,7 @@ const table: Row[] = [
   },
   { code: Code.FailedPrecondition, reason: Reason.StaleToken, make: (m, ce) => new StaleTokenError(m, { cause: ce, code: ce.code }) },
   { code: Code.NotFound, reason: Reason.NotFound, make: (m, ce) => new NotFoundError(m, { cause: ce, code: ce.code }) },
+  { code: Code.FailedPrecondition, reason: Reason.NotApplied, make: (m, ce) => new NotAppliedError(m, { cause: ce, code: ce.code }) },
   { code: Code.DeadlineExceeded, reason: "", make: (m, ce) => new DeadlineExceededError(m, { cause: ce, code: ce.code }) },
   { code: Code.Canceled, reason: "", make: (m, ce) => new CanceledError(m, { cause: ce, code: ce.code }) },
 ];
@@ -190,6 +198,7 @@ const defaultMessages: Record<string, string> = {
   [Reason.LeaseHeld]: "lease: held by another holder",
   [Reason.StaleToken]: "lease: stale token",
   [Reason.NotFound]: "lease: not found",
+  [Reason.NotApplied]: "lease: request below its session's floor, not applied",
   [Code.DeadlineExceeded]: "context deadline exceeded",
   [Code.Canceled]: "context canceled",
 };

@@ -84,7 +84,7 @@ func (x WatchEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchEvent_Type.Descriptor instead.
 func (WatchEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{15, 0}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{16, 0}
 }
 
 // Lease is one grant of a named lease.
@@ -274,6 +274,76 @@ func (x *ErrorDetail) GetLimit() uint32 {
 	return 0
 }
 
+// RequestID names one call of a client session. Every attempt of the call
+// carries the same one; the leader remembers the outcome of each seq of a
+// session at or above its floor (replicated, for a bounded time) and
+// answers a retry with it.
+type RequestID struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session: random, made by the client, at most 64 bytes.
+	Session string `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// The call's number in the session, from 1.
+	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The lowest seq of the session whose call is still in flight: every
+	// call below it was answered or given up on. A request whose seq is
+	// below its session's floor has no effect and fails with
+	// failed_precondition, reason REQUEST_EXPIRED.
+	Floor         uint64 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestID) Reset() {
+	*x = RequestID{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestID) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestID) ProtoMessage() {}
+
+func (x *RequestID) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestID.ProtoReflect.Descriptor instead.
+func (*RequestID) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RequestID) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *RequestID) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RequestID) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
 type AcquireRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -286,14 +356,18 @@ type AcquireRequest struct {
 	// A limit above 1 asks for one slot of a semaphore: up to limit holders
 	// of the name at once. The limit is fixed by the first grant while any
 	// slot is live; another limit is invalid_argument. 0 or 1: a plain lease.
-	Limit         uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Identifies this call of a client session, so a retry of it gets the
+	// first attempt's outcome and never a second effect. Unset for clients
+	// without sessions.
+	RequestId     *RequestID `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[2]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +379,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[2]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +392,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{2}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -363,6 +437,13 @@ func (x *AcquireRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *AcquireRequest) GetRequestId() *RequestID {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
+}
+
 type AcquireResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Lease         *Lease                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
@@ -372,7 +453,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[3]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +465,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[3]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +478,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{3}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AcquireResponse) GetLease() *Lease {
@@ -422,7 +503,7 @@ type LeaseRef struct {
 
 func (x *LeaseRef) Reset() {
 	*x = LeaseRef{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[4]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +515,7 @@ func (x *LeaseRef) String() string {
 func (*LeaseRef) ProtoMessage() {}
 
 func (x *LeaseRef) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[4]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +528,7 @@ func (x *LeaseRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRef.ProtoReflect.Descriptor instead.
 func (*LeaseRef) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{4}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LeaseRef) GetName() string {
@@ -472,15 +553,19 @@ func (x *LeaseRef) GetTtl() *durationpb.Duration {
 }
 
 type RenewRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Leases        []*LeaseRef            `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Leases []*LeaseRef            `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
+	// Identifies this call of a client session, so a retry of it gets the
+	// first attempt's outcome and never a second effect. Unset for clients
+	// without sessions.
+	RequestId     *RequestID `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[5]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +577,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[5]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,12 +590,19 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{5}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RenewRequest) GetLeases() []*LeaseRef {
 	if x != nil {
 		return x.Leases
+	}
+	return nil
+}
+
+func (x *RenewRequest) GetRequestId() *RequestID {
+	if x != nil {
+		return x.RequestId
 	}
 	return nil
 }
@@ -531,7 +623,7 @@ type RenewResult struct {
 
 func (x *RenewResult) Reset() {
 	*x = RenewResult{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[6]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +635,7 @@ func (x *RenewResult) String() string {
 func (*RenewResult) ProtoMessage() {}
 
 func (x *RenewResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[6]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +648,7 @@ func (x *RenewResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResult.ProtoReflect.Descriptor instead.
 func (*RenewResult) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{6}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RenewResult) GetName() string {
@@ -604,7 +696,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[7]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +708,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[7]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +721,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{7}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RenewResponse) GetResults() []*RenewResult {
@@ -640,16 +732,20 @@ func (x *RenewResponse) GetResults() []*RenewResult {
 }
 
 type ReleaseRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Token uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// Identifies this call of a client session, so a retry of it gets the
+	// first attempt's outcome and never a second effect. Unset for clients
+	// without sessions.
+	RequestId     *RequestID `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[8]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +757,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[8]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +770,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{8}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -691,6 +787,13 @@ func (x *ReleaseRequest) GetToken() uint64 {
 	return 0
 }
 
+func (x *ReleaseRequest) GetRequestId() *RequestID {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
+}
+
 type ReleaseResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -699,7 +802,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[9]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +814,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[9]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +827,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{9}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{10}
 }
 
 type GetRequest struct {
@@ -736,7 +839,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[10]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +851,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[10]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +864,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{10}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetRequest) GetName() string {
@@ -784,7 +887,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[11]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +899,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[11]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +912,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{11}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetResponse) GetLease() *Lease {
@@ -835,7 +938,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[12]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +950,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[12]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +963,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -879,7 +982,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[13]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +994,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[13]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1007,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListResponse) GetLeases() []*Lease {
@@ -923,7 +1026,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[14]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1038,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[14]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1051,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{14}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchRequest) GetPrefix() string {
@@ -970,7 +1073,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[15]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1085,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[15]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1098,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{15}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchEvent) GetType() WatchEvent_Type {
@@ -1028,7 +1131,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[16]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1143,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[16]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1156,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{16}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchResponse) GetEvent() *WatchEvent {
@@ -1072,7 +1175,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1187,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1200,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{17}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BatchRequest) GetOps() []*BatchOp {
@@ -1125,7 +1228,7 @@ type BatchOp struct {
 
 func (x *BatchOp) Reset() {
 	*x = BatchOp{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1240,7 @@ func (x *BatchOp) String() string {
 func (*BatchOp) ProtoMessage() {}
 
 func (x *BatchOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1253,7 @@ func (x *BatchOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchOp.ProtoReflect.Descriptor instead.
 func (*BatchOp) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{18}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BatchOp) GetOp() isBatchOp_Op {
@@ -1254,7 +1357,7 @@ type BatchError struct {
 
 func (x *BatchError) Reset() {
 	*x = BatchError{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1369,7 @@ func (x *BatchError) String() string {
 func (*BatchError) ProtoMessage() {}
 
 func (x *BatchError) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1382,7 @@ func (x *BatchError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchError.ProtoReflect.Descriptor instead.
 func (*BatchError) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{19}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BatchError) GetCode() uint32 {
@@ -1320,7 +1423,7 @@ type BatchResult struct {
 
 func (x *BatchResult) Reset() {
 	*x = BatchResult{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1435,7 @@ func (x *BatchResult) String() string {
 func (*BatchResult) ProtoMessage() {}
 
 func (x *BatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1448,7 @@ func (x *BatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
 func (*BatchResult) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{20}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BatchResult) GetResult() isBatchResult_Result {
@@ -1459,7 +1562,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1574,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1587,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{21}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BatchResponse) GetResults() []*BatchResult {
@@ -1499,15 +1602,19 @@ type KVPutRequest struct {
 	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	// The lease whose current grant authorises the write, and its token.
-	Lease         string `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
-	Token         uint64 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	Lease string `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
+	Token uint64 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	// Identifies this call of a client session, so a retry of it gets the
+	// first attempt's outcome and never a second effect. Unset for clients
+	// without sessions.
+	RequestId     *RequestID `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KVPutRequest) Reset() {
 	*x = KVPutRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1626,7 @@ func (x *KVPutRequest) String() string {
 func (*KVPutRequest) ProtoMessage() {}
 
 func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1639,7 @@ func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutRequest.ProtoReflect.Descriptor instead.
 func (*KVPutRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{22}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KVPutRequest) GetKey() string {
@@ -1563,6 +1670,13 @@ func (x *KVPutRequest) GetToken() uint64 {
 	return 0
 }
 
+func (x *KVPutRequest) GetRequestId() *RequestID {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
+}
+
 type KVPutResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Revision      uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
@@ -1572,7 +1686,7 @@ type KVPutResponse struct {
 
 func (x *KVPutResponse) Reset() {
 	*x = KVPutResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1698,7 @@ func (x *KVPutResponse) String() string {
 func (*KVPutResponse) ProtoMessage() {}
 
 func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1711,7 @@ func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutResponse.ProtoReflect.Descriptor instead.
 func (*KVPutResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{23}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KVPutResponse) GetRevision() uint64 {
@@ -1616,7 +1730,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1742,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1755,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{24}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KVGetRequest) GetKey() string {
@@ -1667,7 +1781,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1793,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1806,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{25}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KVGetResponse) GetKey() string {
@@ -1744,7 +1858,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1870,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1883,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{26}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1819,7 +1933,7 @@ type KVListRequest struct {
 
 func (x *KVListRequest) Reset() {
 	*x = KVListRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1945,7 @@ func (x *KVListRequest) String() string {
 func (*KVListRequest) ProtoMessage() {}
 
 func (x *KVListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1958,7 @@ func (x *KVListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVListRequest.ProtoReflect.Descriptor instead.
 func (*KVListRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{27}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KVListRequest) GetPrefix() string {
@@ -1871,7 +1985,7 @@ type KVListResponse struct {
 
 func (x *KVListResponse) Reset() {
 	*x = KVListResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +1997,7 @@ func (x *KVListResponse) String() string {
 func (*KVListResponse) ProtoMessage() {}
 
 func (x *KVListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2010,7 @@ func (x *KVListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVListResponse.ProtoReflect.Descriptor instead.
 func (*KVListResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{28}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *KVListResponse) GetEntries() []*KVEntry {
@@ -1907,17 +2021,21 @@ func (x *KVListResponse) GetEntries() []*KVEntry {
 }
 
 type KVDeleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Lease         string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
-	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Lease string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	Token uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	// Identifies this call of a client session, so a retry of it gets the
+	// first attempt's outcome and never a second effect. Unset for clients
+	// without sessions.
+	RequestId     *RequestID `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KVDeleteRequest) Reset() {
 	*x = KVDeleteRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2047,7 @@ func (x *KVDeleteRequest) String() string {
 func (*KVDeleteRequest) ProtoMessage() {}
 
 func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2060,7 @@ func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteRequest.ProtoReflect.Descriptor instead.
 func (*KVDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{29}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *KVDeleteRequest) GetKey() string {
@@ -1966,6 +2084,13 @@ func (x *KVDeleteRequest) GetToken() uint64 {
 	return 0
 }
 
+func (x *KVDeleteRequest) GetRequestId() *RequestID {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
+}
+
 type KVDeleteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Revision      uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
@@ -1975,7 +2100,7 @@ type KVDeleteResponse struct {
 
 func (x *KVDeleteResponse) Reset() {
 	*x = KVDeleteResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2112,7 @@ func (x *KVDeleteResponse) String() string {
 func (*KVDeleteResponse) ProtoMessage() {}
 
 func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2125,7 @@ func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteResponse.ProtoReflect.Descriptor instead.
 func (*KVDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{30}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *KVDeleteResponse) GetRevision() uint64 {
@@ -2029,7 +2154,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2166,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2179,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{31}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Member) GetId() string {
@@ -2107,7 +2232,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2244,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2257,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{32}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{33}
 }
 
 type StatusResponse struct {
@@ -2169,7 +2294,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2306,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2319,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{33}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2336,7 +2461,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2473,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2486,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{34}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -2416,7 +2541,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2553,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2566,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{35}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *JoinResponse) GetMembers() []*Member {
@@ -2474,7 +2599,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2611,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2624,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{36}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LeaveRequest) GetNodeId() string {
@@ -2517,7 +2642,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2654,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2667,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{37}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{38}
 }
 
 type TransferLeadershipRequest struct {
@@ -2555,7 +2680,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2567,7 +2692,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2580,7 +2705,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{38}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TransferLeadershipRequest) GetNodeId() string {
@@ -2599,7 +2724,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2736,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2749,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{39}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2642,7 +2767,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +2779,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2667,7 +2792,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{40}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{41}
 }
 
 // One piece of a backup of the cluster's state. The chunks of the stream,
@@ -2684,7 +2809,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2821,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2834,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{41}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SnapshotResponse) GetChunk() []byte {
@@ -2737,22 +2862,30 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x127\n" +
 	"\tremaining\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04name\x12\x14\n" +
-	"\x05limit\x18\x06 \x01(\rR\x05limit\"\xd1\x01\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\"M\n" +
+	"\tRequestID\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05floor\x18\x03 \x01(\x04R\x05floor\"\x86\x02\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12+\n" +
 	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x12\n" +
 	"\x04wait\x18\x04 \x01(\bR\x04wait\x12<\n" +
 	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x14\n" +
-	"\x05limit\x18\x06 \x01(\rR\x05limit\"9\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\x123\n" +
+	"\n" +
+	"request_id\x18\a \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"9\n" +
 	"\x0fAcquireResponse\x12&\n" +
 	"\x05lease\x18\x01 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\"a\n" +
 	"\bLeaseRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12+\n" +
-	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\";\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"p\n" +
 	"\fRenewRequest\x12+\n" +
-	"\x06leases\x18\x01 \x03(\v2\x13.tenure.v1.LeaseRefR\x06leases\"\x91\x01\n" +
+	"\x06leases\x18\x01 \x03(\v2\x13.tenure.v1.LeaseRefR\x06leases\x123\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"\x91\x01\n" +
 	"\vRenewResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12&\n" +
@@ -2760,10 +2893,12 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"A\n" +
 	"\rRenewResponse\x120\n" +
-	"\aresults\x18\x01 \x03(\v2\x16.tenure.v1.RenewResultR\aresults\":\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.tenure.v1.RenewResultR\aresults\"o\n" +
 	"\x0eReleaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\"\x11\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x123\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"\x11\n" +
 	"\x0fReleaseResponse\" \n" +
 	"\n" +
 	"GetRequest\x12\x12\n" +
@@ -2814,12 +2949,14 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x05error\x18\x0f \x01(\v2\x15.tenure.v1.BatchErrorH\x00R\x05errorB\b\n" +
 	"\x06result\"A\n" +
 	"\rBatchResponse\x120\n" +
-	"\aresults\x18\x01 \x03(\v2\x16.tenure.v1.BatchResultR\aresults\"b\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.tenure.v1.BatchResultR\aresults\"\x97\x01\n" +
 	"\fKVPutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
 	"\x05lease\x18\x03 \x01(\tR\x05lease\x12\x14\n" +
-	"\x05token\x18\x04 \x01(\x04R\x05token\"+\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x123\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"+\n" +
 	"\rKVPutResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\" \n" +
 	"\fKVGetRequest\x12\x10\n" +
@@ -2840,11 +2977,13 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tkeys_only\x18\x02 \x01(\bR\bkeysOnly\">\n" +
 	"\x0eKVListResponse\x12,\n" +
-	"\aentries\x18\x01 \x03(\v2\x12.tenure.v1.KVEntryR\aentries\"O\n" +
+	"\aentries\x18\x01 \x03(\v2\x12.tenure.v1.KVEntryR\aentries\"\x84\x01\n" +
 	"\x0fKVDeleteRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05lease\x18\x02 \x01(\tR\x05lease\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\".\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x123\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\".\n" +
 	"\x10KVDeleteResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\"\xce\x01\n" +
 	"\x06Member\x12\x0e\n" +
@@ -2936,127 +3075,133 @@ func file_tenure_v1_tenure_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_v1_tenure_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_tenure_v1_tenure_proto_goTypes = []any{
 	(WatchEvent_Type)(0),               // 0: tenure.v1.WatchEvent.Type
 	(*Lease)(nil),                      // 1: tenure.v1.Lease
 	(*ErrorDetail)(nil),                // 2: tenure.v1.ErrorDetail
-	(*AcquireRequest)(nil),             // 3: tenure.v1.AcquireRequest
-	(*AcquireResponse)(nil),            // 4: tenure.v1.AcquireResponse
-	(*LeaseRef)(nil),                   // 5: tenure.v1.LeaseRef
-	(*RenewRequest)(nil),               // 6: tenure.v1.RenewRequest
-	(*RenewResult)(nil),                // 7: tenure.v1.RenewResult
-	(*RenewResponse)(nil),              // 8: tenure.v1.RenewResponse
-	(*ReleaseRequest)(nil),             // 9: tenure.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),            // 10: tenure.v1.ReleaseResponse
-	(*GetRequest)(nil),                 // 11: tenure.v1.GetRequest
-	(*GetResponse)(nil),                // 12: tenure.v1.GetResponse
-	(*ListRequest)(nil),                // 13: tenure.v1.ListRequest
-	(*ListResponse)(nil),               // 14: tenure.v1.ListResponse
-	(*WatchRequest)(nil),               // 15: tenure.v1.WatchRequest
-	(*WatchEvent)(nil),                 // 16: tenure.v1.WatchEvent
-	(*WatchResponse)(nil),              // 17: tenure.v1.WatchResponse
-	(*BatchRequest)(nil),               // 18: tenure.v1.BatchRequest
-	(*BatchOp)(nil),                    // 19: tenure.v1.BatchOp
-	(*BatchError)(nil),                 // 20: tenure.v1.BatchError
-	(*BatchResult)(nil),                // 21: tenure.v1.BatchResult
-	(*BatchResponse)(nil),              // 22: tenure.v1.BatchResponse
-	(*KVPutRequest)(nil),               // 23: tenure.v1.KVPutRequest
-	(*KVPutResponse)(nil),              // 24: tenure.v1.KVPutResponse
-	(*KVGetRequest)(nil),               // 25: tenure.v1.KVGetRequest
-	(*KVGetResponse)(nil),              // 26: tenure.v1.KVGetResponse
-	(*KVEntry)(nil),                    // 27: tenure.v1.KVEntry
-	(*KVListRequest)(nil),              // 28: tenure.v1.KVListRequest
-	(*KVListResponse)(nil),             // 29: tenure.v1.KVListResponse
-	(*KVDeleteRequest)(nil),            // 30: tenure.v1.KVDeleteRequest
-	(*KVDeleteResponse)(nil),           // 31: tenure.v1.KVDeleteResponse
-	(*Member)(nil),                     // 32: tenure.v1.Member
-	(*StatusRequest)(nil),              // 33: tenure.v1.StatusRequest
-	(*StatusResponse)(nil),             // 34: tenure.v1.StatusResponse
-	(*JoinRequest)(nil),                // 35: tenure.v1.JoinRequest
-	(*JoinResponse)(nil),               // 36: tenure.v1.JoinResponse
-	(*LeaveRequest)(nil),               // 37: tenure.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 38: tenure.v1.LeaveResponse
-	(*TransferLeadershipRequest)(nil),  // 39: tenure.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 40: tenure.v1.TransferLeadershipResponse
-	(*SnapshotRequest)(nil),            // 41: tenure.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),           // 42: tenure.v1.SnapshotResponse
-	(*durationpb.Duration)(nil),        // 43: google.protobuf.Duration
+	(*RequestID)(nil),                  // 3: tenure.v1.RequestID
+	(*AcquireRequest)(nil),             // 4: tenure.v1.AcquireRequest
+	(*AcquireResponse)(nil),            // 5: tenure.v1.AcquireResponse
+	(*LeaseRef)(nil),                   // 6: tenure.v1.LeaseRef
+	(*RenewRequest)(nil),               // 7: tenure.v1.RenewRequest
+	(*RenewResult)(nil),                // 8: tenure.v1.RenewResult
+	(*RenewResponse)(nil),              // 9: tenure.v1.RenewResponse
+	(*ReleaseRequest)(nil),             // 10: tenure.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 11: tenure.v1.ReleaseResponse
+	(*GetRequest)(nil),                 // 12: tenure.v1.GetRequest
+	(*GetResponse)(nil),                // 13: tenure.v1.GetResponse
+	(*ListRequest)(nil),                // 14: tenure.v1.ListRequest
+	(*ListResponse)(nil),               // 15: tenure.v1.ListResponse
+	(*WatchRequest)(nil),               // 16: tenure.v1.WatchRequest
+	(*WatchEvent)(nil),                 // 17: tenure.v1.WatchEvent
+	(*WatchResponse)(nil),              // 18: tenure.v1.WatchResponse
+	(*BatchRequest)(nil),               // 19: tenure.v1.BatchRequest
+	(*BatchOp)(nil),                    // 20: tenure.v1.BatchOp
+	(*BatchError)(nil),                 // 21: tenure.v1.BatchError
+	(*BatchResult)(nil),                // 22: tenure.v1.BatchResult
+	(*BatchResponse)(nil),              // 23: tenure.v1.BatchResponse
+	(*KVPutRequest)(nil),               // 24: tenure.v1.KVPutRequest
+	(*KVPutResponse)(nil),              // 25: tenure.v1.KVPutResponse
+	(*KVGetRequest)(nil),               // 26: tenure.v1.KVGetRequest
+	(*KVGetResponse)(nil),              // 27: tenure.v1.KVGetResponse
+	(*KVEntry)(nil),                    // 28: tenure.v1.KVEntry
+	(*KVListRequest)(nil),              // 29: tenure.v1.KVListRequest
+	(*KVListResponse)(nil),             // 30: tenure.v1.KVListResponse
+	(*KVDeleteRequest)(nil),            // 31: tenure.v1.KVDeleteRequest
+	(*KVDeleteResponse)(nil),           // 32: tenure.v1.KVDeleteResponse
+	(*Member)(nil),                     // 33: tenure.v1.Member
+	(*StatusRequest)(nil),              // 34: tenure.v1.StatusRequest
+	(*StatusResponse)(nil),             // 35: tenure.v1.StatusResponse
+	(*JoinRequest)(nil),                // 36: tenure.v1.JoinRequest
+	(*JoinResponse)(nil),               // 37: tenure.v1.JoinResponse
+	(*LeaveRequest)(nil),               // 38: tenure.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 39: tenure.v1.LeaveResponse
+	(*TransferLeadershipRequest)(nil),  // 40: tenure.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 41: tenure.v1.TransferLeadershipResponse
+	(*SnapshotRequest)(nil),            // 42: tenure.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),           // 43: tenure.v1.SnapshotResponse
+	(*durationpb.Duration)(nil),        // 44: google.protobuf.Duration
 }
 var file_tenure_v1_tenure_proto_depIdxs = []int32{
-	43, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	43, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	43, // 2: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	43, // 3: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	43, // 4: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	1,  // 5: tenure.v1.AcquireResponse.lease:type_name -> tenure.v1.Lease
-	43, // 6: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
-	5,  // 7: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
-	1,  // 8: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
-	7,  // 9: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
-	1,  // 10: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
-	1,  // 11: tenure.v1.GetResponse.slots:type_name -> tenure.v1.Lease
-	1,  // 12: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
-	0,  // 13: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
-	1,  // 14: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
-	16, // 15: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
-	19, // 16: tenure.v1.BatchRequest.ops:type_name -> tenure.v1.BatchOp
-	3,  // 17: tenure.v1.BatchOp.acquire:type_name -> tenure.v1.AcquireRequest
-	6,  // 18: tenure.v1.BatchOp.renew:type_name -> tenure.v1.RenewRequest
-	9,  // 19: tenure.v1.BatchOp.release:type_name -> tenure.v1.ReleaseRequest
-	23, // 20: tenure.v1.BatchOp.put:type_name -> tenure.v1.KVPutRequest
-	30, // 21: tenure.v1.BatchOp.delete:type_name -> tenure.v1.KVDeleteRequest
-	2,  // 22: tenure.v1.BatchError.detail:type_name -> tenure.v1.ErrorDetail
-	4,  // 23: tenure.v1.BatchResult.acquire:type_name -> tenure.v1.AcquireResponse
-	8,  // 24: tenure.v1.BatchResult.renew:type_name -> tenure.v1.RenewResponse
-	10, // 25: tenure.v1.BatchResult.release:type_name -> tenure.v1.ReleaseResponse
-	24, // 26: tenure.v1.BatchResult.put:type_name -> tenure.v1.KVPutResponse
-	31, // 27: tenure.v1.BatchResult.delete:type_name -> tenure.v1.KVDeleteResponse
-	20, // 28: tenure.v1.BatchResult.error:type_name -> tenure.v1.BatchError
-	21, // 29: tenure.v1.BatchResponse.results:type_name -> tenure.v1.BatchResult
-	27, // 30: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
-	43, // 31: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
-	32, // 32: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
-	43, // 33: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
-	43, // 34: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
-	32, // 35: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
-	3,  // 36: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
-	6,  // 37: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
-	9,  // 38: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
-	11, // 39: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
-	13, // 40: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
-	15, // 41: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
-	18, // 42: tenure.v1.LeaseService.Batch:input_type -> tenure.v1.BatchRequest
-	23, // 43: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
-	25, // 44: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
-	30, // 45: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
-	28, // 46: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
-	33, // 47: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
-	35, // 48: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
-	37, // 49: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
-	39, // 50: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
-	41, // 51: tenure.v1.ClusterService.Snapshot:input_type -> tenure.v1.SnapshotRequest
-	4,  // 52: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
-	8,  // 53: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
-	10, // 54: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
-	12, // 55: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
-	14, // 56: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
-	17, // 57: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
-	22, // 58: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
-	24, // 59: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
-	26, // 60: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
-	31, // 61: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
-	29, // 62: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
-	34, // 63: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
-	36, // 64: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
-	38, // 65: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
-	40, // 66: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
-	42, // 67: tenure.v1.ClusterService.Snapshot:output_type -> tenure.v1.SnapshotResponse
-	52, // [52:68] is the sub-list for method output_type
-	36, // [36:52] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	44, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	44, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	44, // 2: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	44, // 3: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	44, // 4: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	3,  // 5: tenure.v1.AcquireRequest.request_id:type_name -> tenure.v1.RequestID
+	1,  // 6: tenure.v1.AcquireResponse.lease:type_name -> tenure.v1.Lease
+	44, // 7: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
+	6,  // 8: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
+	3,  // 9: tenure.v1.RenewRequest.request_id:type_name -> tenure.v1.RequestID
+	1,  // 10: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
+	8,  // 11: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
+	3,  // 12: tenure.v1.ReleaseRequest.request_id:type_name -> tenure.v1.RequestID
+	1,  // 13: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
+	1,  // 14: tenure.v1.GetResponse.slots:type_name -> tenure.v1.Lease
+	1,  // 15: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
+	0,  // 16: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
+	1,  // 17: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
+	17, // 18: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
+	20, // 19: tenure.v1.BatchRequest.ops:type_name -> tenure.v1.BatchOp
+	4,  // 20: tenure.v1.BatchOp.acquire:type_name -> tenure.v1.AcquireRequest
+	7,  // 21: tenure.v1.BatchOp.renew:type_name -> tenure.v1.RenewRequest
+	10, // 22: tenure.v1.BatchOp.release:type_name -> tenure.v1.ReleaseRequest
+	24, // 23: tenure.v1.BatchOp.put:type_name -> tenure.v1.KVPutRequest
+	31, // 24: tenure.v1.BatchOp.delete:type_name -> tenure.v1.KVDeleteRequest
+	2,  // 25: tenure.v1.BatchError.detail:type_name -> tenure.v1.ErrorDetail
+	5,  // 26: tenure.v1.BatchResult.acquire:type_name -> tenure.v1.AcquireResponse
+	9,  // 27: tenure.v1.BatchResult.renew:type_name -> tenure.v1.RenewResponse
+	11, // 28: tenure.v1.BatchResult.release:type_name -> tenure.v1.ReleaseResponse
+	25, // 29: tenure.v1.BatchResult.put:type_name -> tenure.v1.KVPutResponse
+	32, // 30: tenure.v1.BatchResult.delete:type_name -> tenure.v1.KVDeleteResponse
+	21, // 31: tenure.v1.BatchResult.error:type_name -> tenure.v1.BatchError
+	22, // 32: tenure.v1.BatchResponse.results:type_name -> tenure.v1.BatchResult
+	3,  // 33: tenure.v1.KVPutRequest.request_id:type_name -> tenure.v1.RequestID
+	28, // 34: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
+	3,  // 35: tenure.v1.KVDeleteRequest.request_id:type_name -> tenure.v1.RequestID
+	44, // 36: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
+	33, // 37: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
+	44, // 38: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
+	44, // 39: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
+	33, // 40: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
+	4,  // 41: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
+	7,  // 42: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
+	10, // 43: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
+	12, // 44: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
+	14, // 45: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
+	16, // 46: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
+	19, // 47: tenure.v1.LeaseService.Batch:input_type -> tenure.v1.BatchRequest
+	24, // 48: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
+	26, // 49: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
+	31, // 50: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
+	29, // 51: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
+	34, // 52: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
+	36, // 53: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
+	38, // 54: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
+	40, // 55: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
+	42, // 56: tenure.v1.ClusterService.Snapshot:input_type -> tenure.v1.SnapshotRequest
+	5,  // 57: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
+	9,  // 58: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
+	11, // 59: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
+	13, // 60: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
+	15, // 61: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
+	18, // 62: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
+	23, // 63: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
+	25, // 64: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
+	27, // 65: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
+	32, // 66: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
+	30, // 67: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
+	35, // 68: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
+	37, // 69: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
+	39, // 70: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
+	41, // 71: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
+	43, // 72: tenure.v1.ClusterService.Snapshot:output_type -> tenure.v1.SnapshotResponse
+	57, // [57:73] is the sub-list for method output_type
+	41, // [41:57] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_tenure_proto_init() }
@@ -3064,14 +3209,14 @@ func file_tenure_v1_tenure_proto_init() {
 	if File_tenure_v1_tenure_proto != nil {
 		return
 	}
-	file_tenure_v1_tenure_proto_msgTypes[18].OneofWrappers = []any{
+	file_tenure_v1_tenure_proto_msgTypes[19].OneofWrappers = []any{
 		(*BatchOp_Acquire)(nil),
 		(*BatchOp_Renew)(nil),
 		(*BatchOp_Release)(nil),
 		(*BatchOp_Put)(nil),
 		(*BatchOp_Delete)(nil),
 	}
-	file_tenure_v1_tenure_proto_msgTypes[20].OneofWrappers = []any{
+	file_tenure_v1_tenure_proto_msgTypes[21].OneofWrappers = []any{
 		(*BatchResult_Acquire)(nil),
 		(*BatchResult_Renew)(nil),
 		(*BatchResult_Release)(nil),
@@ -3085,7 +3230,7 @@ func file_tenure_v1_tenure_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_tenure_proto_rawDesc), len(file_tenure_v1_tenure_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tenure/v1/tenure.proto.
  */
 export const file_tenure_v1_tenure: GenFile = /*@__PURE__*/
-  fileDesc("ChZ0ZW51cmUvdjEvdGVudXJlLnByb3RvEgl0ZW51cmUudjEimQEKBUxlYXNlEgwKBG5hbWUYASABKAkSDgoGaG9sZGVyGAIgASgJEg0KBXRva2VuGAMgASgEEiYKA3R0bBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIsCglyZW1haW5pbmcYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0ihwEKC0Vycm9yRGV0YWlsEg4KBnJlYXNvbhgBIAEoCRIOCgZob2xkZXIYAiABKAkSDQoFdG9rZW4YAyABKAQSLAoJcmVtYWluaW5nGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBG5hbWUYBSABKAkSDQoFbGltaXQYBiABKA0ipAEKDkFjcXVpcmVSZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoGaG9sZGVyGAIgASgJEiYKA3R0bBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgR3YWl0GAQgASgIEi8KDHdhaXRfdGltZW91dBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhINCgVsaW1pdBgGIAEoDSIyCg9BY3F1aXJlUmVzcG9uc2USHwoFbGVhc2UYASABKAsyEC50ZW51cmUudjEuTGVhc2UiTwoITGVhc2VSZWYSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iMwoMUmVuZXdSZXF1ZXN0EiMKBmxlYXNlcxgBIAMoCzITLnRlbnVyZS52MS5MZWFzZVJlZiJsCgtSZW5ld1Jlc3VsdBIMCgRuYW1lGAEgASgJEg0KBXRva2VuGAIgASgEEh8KBWxlYXNlGAMgASgLMhAudGVudXJlLnYxLkxlYXNlEg4KBnJlYXNvbhgEIAEoCRIPCgdtZXNzYWdlGAUgASgJIjgKDVJlbmV3UmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLnRlbnVyZS52MS5SZW5ld1Jlc3VsdCItCg5SZWxlYXNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBXRva2VuGAIgASgEIhEKD1JlbGVhc2VSZXNwb25zZSIaCgpHZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkiTwoLR2V0UmVzcG9uc2USHwoFbGVhc2UYASABKAsyEC50ZW51cmUudjEuTGVhc2USHwoFc2xvdHMYAiADKAsyEC50ZW51cmUudjEuTGVhc2UiHQoLTGlzdFJlcXVlc3QSDgoGcHJlZml4GAEgASgJIjAKDExpc3RSZXNwb25zZRIgCgZsZWFzZXMYASADKAsyEC50ZW51cmUudjEuTGVhc2UiHgoMV2F0Y2hSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSLeAQoKV2F0Y2hFdmVudBIoCgR0eXBlGAEgASgOMhoudGVudXJlLnYxLldhdGNoRXZlbnQuVHlwZRIfCgVsZWFzZRgCIAEoCzIQLnRlbnVyZS52MS5MZWFzZRINCgVpbmRleBgDIAEoBCJ2CgRUeXBlEhQKEFRZUEVfVU5TUEVDSUZJRUQQABIQCgxUWVBFX0NVUlJFTlQQARIPCgtUWVBFX1NZTkNFRBACEhAKDFRZUEVfR1JBTlRFRBADEhEKDVRZUEVfUkVMRUFTRUQQBBIQCgxUWVBFX0VYUElSRUQQBSI1Cg1XYXRjaFJlc3BvbnNlEiQKBWV2ZW50GAEgASgLMhUudGVudXJlLnYxLldhdGNoRXZlbnQiLwoMQmF0Y2hSZXF1ZXN0Eh8KA29wcxgBIAMoCzISLnRlbnVyZS52MS5CYXRjaE9wIusBCgdCYXRjaE9wEiwKB2FjcXVpcmUYASABKAsyGS50ZW51cmUudjEuQWNxdWlyZVJlcXVlc3RIABIoCgVyZW5ldxgCIAEoCzIXLnRlbnVyZS52MS5SZW5ld1JlcXVlc3RIABIsCgdyZWxlYXNlGAMgASgLMhkudGVudXJlLnYxLlJlbGVhc2VSZXF1ZXN0SAASJgoDcHV0GAQgASgLMhcudGVudXJlLnYxLktWUHV0UmVxdWVzdEgAEiwKBmRlbGV0ZRgFIAEoCzIaLnRlbnVyZS52MS5LVkRlbGV0ZVJlcXVlc3RIAEIECgJvcCJTCgpCYXRjaEVycm9yEgwKBGNvZGUYASABKA0SDwoHbWVzc2FnZRgCIAEoCRImCgZkZXRhaWwYAyABKAsyFi50ZW51cmUudjEuRXJyb3JEZXRhaWwioAIKC0JhdGNoUmVzdWx0Ei0KB2FjcXVpcmUYASABKAsyGi50ZW51cmUudjEuQWNxdWlyZVJlc3BvbnNlSAASKQoFcmVuZXcYAiABKAsyGC50ZW51cmUudjEuUmVuZXdSZXNwb25zZUgAEi0KB3JlbGVhc2UYAyABKAsyGi50ZW51cmUudjEuUmVsZWFzZVJlc3BvbnNlSAASJwoDcHV0GAQgASgLMhgudGVudXJlLnYxLktWUHV0UmVzcG9uc2VIABItCgZkZWxldGUYBSABKAsyGy50ZW51cmUudjEuS1ZEZWxldGVSZXNwb25zZUgAEiYKBWVycm9yGA8gASgLMhUudGVudXJlLnYxLkJhdGNoRXJyb3JIAEIICgZyZXN1bHQiOAoNQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYudGVudXJlLnYxLkJhdGNoUmVzdWx0IkgKDEtWUHV0UmVxdWVzdBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAwSDQoFbGVhc2UYAyABKAkSDQoFdG9rZW4YBCABKAQiIQoNS1ZQdXRSZXNwb25zZRIQCghyZXZpc2lvbhgBIAEoBCIbCgxLVkdldFJlcXVlc3QSCwoDa2V5GAEgASgJIlsKDUtWR2V0UmVzcG9uc2USCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBXRva2VuGAMgASgEEg0KBWxlYXNlGAQgASgJEhAKCHJldmlzaW9uGAUgASgEIlUKB0tWRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBXRva2VuGAMgASgEEg0KBWxlYXNlGAQgASgJEhAKCHJldmlzaW9uGAUgASgEIjIKDUtWTGlzdFJlcXVlc3QSDgoGcHJlZml4GAEgASgJEhEKCWtleXNfb25seRgCIAEoCCI1Cg5LVkxpc3RSZXNwb25zZRIjCgdlbnRyaWVzGAEgAygLMhIudGVudXJlLnYxLktWRW50cnkiPAoPS1ZEZWxldGVSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgVsZWFzZRgCIAEoCRINCgV0b2tlbhgDIAEoBCIkChBLVkRlbGV0ZVJlc3BvbnNlEhAKCHJldmlzaW9uGAEgASgEIpIBCgZNZW1iZXISCgoCaWQYASABKAkSFAoMcmFmdF9hZGRyZXNzGAIgASgJEhMKC2FwaV9hZGRyZXNzGAMgASgJEhAKCHN1ZmZyYWdlGAQgASgJEg4KBmxlYWRlchgFIAEoCBIvCgxsYXN0X2NvbnRhY3QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iDwoNU3RhdHVzUmVxdWVzdCKnAwoOU3RhdHVzUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCRIRCglsZWFkZXJfaWQYAyABKAkSFgoObGVhZGVyX2FkZHJlc3MYBCABKAkSDAoEdGVybRgFIAEoBBIVCg1hcHBsaWVkX2luZGV4GAYgASgEEhQKDGNvbW1pdF9pbmRleBgHIAEoBBISCgpsYXN0X2luZGV4GAggASgEEiIKB21lbWJlcnMYCSADKAsyES50ZW51cmUudjEuTWVtYmVyEi8KDGNsdXN0ZXJfdGltZRgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCgdtaW5fdHRsGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBmxlYXNlcxgMIAEoBBISCgpsYXN0X3Rva2VuGA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSFQoNbGVhc2VzX3N0b3JlZBgPIAEoBBIWCg5jYXRjaF91cF9pbmRleBgQIAEoBBITCgtjYXRjaGluZ191cBgRIAEoCCJyCgtKb2luUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKDHJhZnRfYWRkcmVzcxgCIAEoCRITCgthcGlfYWRkcmVzcxgDIAEoCRISCgpjbHVzdGVyX2lkGAQgASgJEhMKC2NhdGNoaW5nX3VwGAUgASgIIl4KDEpvaW5SZXNwb25zZRIiCgdtZW1iZXJzGAEgAygLMhEudGVudXJlLnYxLk1lbWJlchISCgpjbHVzdGVyX2lkGAIgASgJEhYKDmNhdGNoX3VwX2luZGV4GAMgASgEIh8KDExlYXZlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIg8KDUxlYXZlUmVzcG9uc2UiLAoZVHJhbnNmZXJMZWFkZXJzaGlwUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIi8KGlRyYW5zZmVyTGVhZGVyc2hpcFJlc3BvbnNlEhEKCWxlYWRlcl9pZBgBIAEoCSIRCg9TbmFwc2hvdFJlcXVlc3QiIQoQU25hcHNob3RSZXNwb25zZRINCgVjaHVuaxgBIAEoDDLLAwoMTGVhc2VTZXJ2aWNlEkIKB0FjcXVpcmUSGS50ZW51cmUudjEuQWNxdWlyZVJlcXVlc3QaGi50ZW51cmUudjEuQWNxdWlyZVJlc3BvbnNlIgASPAoFUmVuZXcSFy50ZW51cmUudjEuUmVuZXdSZXF1ZXN0GhgudGVudXJlLnYxLlJlbmV3UmVzcG9uc2UiABJCCgdSZWxlYXNlEhkudGVudXJlLnYxLlJlbGVhc2VSZXF1ZXN0GhoudGVudXJlLnYxLlJlbGVhc2VSZXNwb25zZSIAEjkKA0dldBIVLnRlbnVyZS52MS5HZXRSZXF1ZXN0GhYudGVudXJlLnYxLkdldFJlc3BvbnNlIgOQAgESPAoETGlzdBIWLnRlbnVyZS52MS5MaXN0UmVxdWVzdBoXLnRlbnVyZS52MS5MaXN0UmVzcG9uc2UiA5ACARI+CgVXYXRjaBIXLnRlbnVyZS52MS5XYXRjaFJlcXVlc3QaGC50ZW51cmUudjEuV2F0Y2hSZXNwb25zZSIAMAESPAoFQmF0Y2gSFy50ZW51cmUudjEuQmF0Y2hSZXF1ZXN0GhgudGVudXJlLnYxLkJhdGNoUmVzcG9uc2UiADKNAgoJS1ZTZXJ2aWNlEjoKA1B1dBIXLnRlbnVyZS52MS5LVlB1dFJlcXVlc3QaGC50ZW51cmUudjEuS1ZQdXRSZXNwb25zZSIAEj0KA0dldBIXLnRlbnVyZS52MS5LVkdldFJlcXVlc3QaGC50ZW51cmUudjEuS1ZHZXRSZXNwb25zZSIDkAIBEkMKBkRlbGV0ZRIaLnRlbnVyZS52MS5LVkRlbGV0ZVJlcXVlc3QaGy50ZW51cmUudjEuS1ZEZWxldGVSZXNwb25zZSIAEkAKBExpc3QSGC50ZW51cmUudjEuS1ZMaXN0UmVxdWVzdBoZLnRlbnVyZS52MS5LVkxpc3RSZXNwb25zZSIDkAIBMvsCCg5DbHVzdGVyU2VydmljZRJCCgZTdGF0dXMSGC50ZW51cmUudjEuU3RhdHVzUmVxdWVzdBoZLnRlbnVyZS52MS5TdGF0dXNSZXNwb25zZSIDkAIBEjkKBEpvaW4SFi50ZW51cmUudjEuSm9pblJlcXVlc3QaFy50ZW51cmUudjEuSm9pblJlc3BvbnNlIgASPAoFTGVhdmUSFy50ZW51cmUudjEuTGVhdmVSZXF1ZXN0GhgudGVudXJlLnYxLkxlYXZlUmVzcG9uc2UiABJjChJUcmFuc2ZlckxlYWRlcnNoaXASJC50ZW51cmUudjEuVHJhbnNmZXJMZWFkZXJzaGlwUmVxdWVzdBolLnRlbnVyZS52MS5UcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZSIAEkcKCFNuYXBzaG90EhoudGVudXJlLnYxLlNuYXBzaG90UmVxdWVzdBobLnRlbnVyZS52MS5TbmFwc2hvdFJlc3BvbnNlIgAwAUI0WjJnaXRodWIuY29tL3RlbnVyZS1pby90ZW51cmUvZ2VuL3RlbnVyZS92MTt0ZW51cmV2MWIGcHJvdG8z", [file_google_protobuf_duration]);
+  fileDesc("ChZ0ZW51cmUvdjEvdGVudXJlLnByb3RvEgl0ZW51cmUudjEimQEKBUxlYXNlEgwKBG5hbWUYASABKAkSDgoGaG9sZGVyGAIgASgJEg0KBXRva2VuGAMgASgEEiYKA3R0bBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIsCglyZW1haW5pbmcYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0ihwEKC0Vycm9yRGV0YWlsEg4KBnJlYXNvbhgBIAEoCRIOCgZob2xkZXIYAiABKAkSDQoFdG9rZW4YAyABKAQSLAoJcmVtYWluaW5nGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBG5hbWUYBSABKAkSDQoFbGltaXQYBiABKA0iOAoJUmVxdWVzdElEEg8KB3Nlc3Npb24YASABKAkSCwoDc2VxGAIgASgEEg0KBWZsb29yGAMgASgEIs4BCg5BY3F1aXJlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg4KBmhvbGRlchgCIAEoCRImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEd2FpdBgEIAEoCBIvCgx3YWl0X3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0SKAoKcmVxdWVzdF9pZBgHIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQiMgoPQWNxdWlyZVJlc3BvbnNlEh8KBWxlYXNlGAEgASgLMhAudGVudXJlLnYxLkxlYXNlIk8KCExlYXNlUmVmEgwKBG5hbWUYASABKAkSDQoFdG9rZW4YAiABKAQSJgoDdHRsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIl0KDFJlbmV3UmVxdWVzdBIjCgZsZWFzZXMYASADKAsyEy50ZW51cmUudjEuTGVhc2VSZWYSKAoKcmVxdWVzdF9pZBgCIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQibAoLUmVuZXdSZXN1bHQSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBIfCgVsZWFzZRgDIAEoCzIQLnRlbnVyZS52MS5MZWFzZRIOCgZyZWFzb24YBCABKAkSDwoHbWVzc2FnZRgFIAEoCSI4Cg1SZW5ld1Jlc3BvbnNlEicKB3Jlc3VsdHMYASADKAsyFi50ZW51cmUudjEuUmVuZXdSZXN1bHQiVwoOUmVsZWFzZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBIoCgpyZXF1ZXN0X2lkGAMgASgLMhQudGVudXJlLnYxLlJlcXVlc3RJRCIRCg9SZWxlYXNlUmVzcG9uc2UiGgoKR2V0UmVxdWVzdBIMCgRuYW1lGAEgASgJIk8KC0dldFJlc3BvbnNlEh8KBWxlYXNlGAEgASgLMhAudGVudXJlLnYxLkxlYXNlEh8KBXNsb3RzGAIgAygLMhAudGVudXJlLnYxLkxlYXNlIh0KC0xpc3RSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSIwCgxMaXN0UmVzcG9uc2USIAoGbGVhc2VzGAEgAygLMhAudGVudXJlLnYxLkxlYXNlIh4KDFdhdGNoUmVxdWVzdBIOCgZwcmVmaXgYASABKAki3gEKCldhdGNoRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnRlbnVyZS52MS5XYXRjaEV2ZW50LlR5cGUSHwoFbGVhc2UYAiABKAsyEC50ZW51cmUudjEuTGVhc2USDQoFaW5kZXgYAyABKAQidgoEVHlwZRIUChBUWVBFX1VOU1BFQ0lGSUVEEAASEAoMVFlQRV9DVVJSRU5UEAESDwoLVFlQRV9TWU5DRUQQAhIQCgxUWVBFX0dSQU5URUQQAxIRCg1UWVBFX1JFTEVBU0VEEAQSEAoMVFlQRV9FWFBJUkVEEAUiNQoNV2F0Y2hSZXNwb25zZRIkCgVldmVudBgBIAEoCzIVLnRlbnVyZS52MS5XYXRjaEV2ZW50Ii8KDEJhdGNoUmVxdWVzdBIfCgNvcHMYASADKAsyEi50ZW51cmUudjEuQmF0Y2hPcCLrAQoHQmF0Y2hPcBIsCgdhY3F1aXJlGAEgASgLMhkudGVudXJlLnYxLkFjcXVpcmVSZXF1ZXN0SAASKAoFcmVuZXcYAiABKAsyFy50ZW51cmUudjEuUmVuZXdSZXF1ZXN0SAASLAoHcmVsZWFzZRgDIAEoCzIZLnRlbnVyZS52MS5SZWxlYXNlUmVxdWVzdEgAEiYKA3B1dBgEIAEoCzIXLnRlbnVyZS52MS5LVlB1dFJlcXVlc3RIABIsCgZkZWxldGUYBSABKAsyGi50ZW51cmUudjEuS1ZEZWxldGVSZXF1ZXN0SABCBAoCb3AiUwoKQmF0Y2hFcnJvchIMCgRjb2RlGAEgASgNEg8KB21lc3NhZ2UYAiABKAkSJgoGZGV0YWlsGAMgASgLMhYudGVudXJlLnYxLkVycm9yRGV0YWlsIqACCgtCYXRjaFJlc3VsdBItCgdhY3F1aXJlGAEgASgLMhoudGVudXJlLnYxLkFjcXVpcmVSZXNwb25zZUgAEikKBXJlbmV3GAIgASgLMhgudGVudXJlLnYxLlJlbmV3UmVzcG9uc2VIABItCgdyZWxlYXNlGAMgASgLMhoudGVudXJlLnYxLlJlbGVhc2VSZXNwb25zZUgAEicKA3B1dBgEIAEoCzIYLnRlbnVyZS52MS5LVlB1dFJlc3BvbnNlSAASLQoGZGVsZXRlGAUgASgLMhsudGVudXJlLnYxLktWRGVsZXRlUmVzcG9uc2VIABImCgVlcnJvchgPIAEoCzIVLnRlbnVyZS52MS5CYXRjaEVycm9ySABCCAoGcmVzdWx0IjgKDUJhdGNoUmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLnRlbnVyZS52MS5CYXRjaFJlc3VsdCJyCgxLVlB1dFJlcXVlc3QSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBWxlYXNlGAMgASgJEg0KBXRva2VuGAQgASgEEigKCnJlcXVlc3RfaWQYBSABKAsyFC50ZW51cmUudjEuUmVxdWVzdElEIiEKDUtWUHV0UmVzcG9uc2USEAoIcmV2aXNpb24YASABKAQiGwoMS1ZHZXRSZXF1ZXN0EgsKA2tleRgBIAEoCSJbCg1LVkdldFJlc3BvbnNlEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDBINCgV0b2tlbhgDIAEoBBINCgVsZWFzZRgEIAEoCRIQCghyZXZpc2lvbhgFIAEoBCJVCgdLVkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDBINCgV0b2tlbhgDIAEoBBINCgVsZWFzZRgEIAEoCRIQCghyZXZpc2lvbhgFIAEoBCIyCg1LVkxpc3RSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRIRCglrZXlzX29ubHkYAiABKAgiNQoOS1ZMaXN0UmVzcG9uc2USIwoHZW50cmllcxgBIAMoCzISLnRlbnVyZS52MS5LVkVudHJ5ImYKD0tWRGVsZXRlUmVxdWVzdBILCgNrZXkYASABKAkSDQoFbGVhc2UYAiABKAkSDQoFdG9rZW4YAyABKAQSKAoKcmVxdWVzdF9pZBgEIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQiJAoQS1ZEZWxldGVSZXNwb25zZRIQCghyZXZpc2lvbhgBIAEoBCKSAQoGTWVtYmVyEgoKAmlkGAEgASgJEhQKDHJhZnRfYWRkcmVzcxgCIAEoCRITCgthcGlfYWRkcmVzcxgDIAEoCRIQCghzdWZmcmFnZRgEIAEoCRIOCgZsZWFkZXIYBSABKAgSLwoMbGFzdF9jb250YWN0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIg8KDVN0YXR1c1JlcXVlc3QipwMKDlN0YXR1c1Jlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSDQoFc3RhdGUYAiABKAkSEQoJbGVhZGVyX2lkGAMgASgJEhYKDmxlYWRlcl9hZGRyZXNzGAQgASgJEgwKBHRlcm0YBSABKAQSFQoNYXBwbGllZF9pbmRleBgGIAEoBBIUCgxjb21taXRfaW5kZXgYByABKAQSEgoKbGFzdF9pbmRleBgIIAEoBBIiCgdtZW1iZXJzGAkgAygLMhEudGVudXJlLnYxLk1lbWJlchIvCgxjbHVzdGVyX3RpbWUYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKgoHbWluX3R0bBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZsZWFzZXMYDCABKAQSEgoKbGFzdF90b2tlbhgNIAEoBBISCgpjbHVzdGVyX2lkGA4gASgJEhUKDWxlYXNlc19zdG9yZWQYDyABKAQSFgoOY2F0Y2hfdXBfaW5kZXgYECABKAQSEwoLY2F0Y2hpbmdfdXAYESABKAgicgoLSm9pblJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIUCgxyYWZ0X2FkZHJlc3MYAiABKAkSEwoLYXBpX2FkZHJlc3MYAyABKAkSEgoKY2x1c3Rlcl9pZBgEIAEoCRITCgtjYXRjaGluZ191cBgFIAEoCCJeCgxKb2luUmVzcG9uc2USIgoHbWVtYmVycxgBIAMoCzIRLnRlbnVyZS52MS5NZW1iZXISEgoKY2x1c3Rlcl9pZBgCIAEoCRIWCg5jYXRjaF91cF9pbmRleBgDIAEoBCIfCgxMZWF2ZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSIPCg1MZWF2ZVJlc3BvbnNlIiwKGVRyYW5zZmVyTGVhZGVyc2hpcFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSIvChpUcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZRIRCglsZWFkZXJfaWQYASABKAkiEQoPU25hcHNob3RSZXF1ZXN0IiEKEFNuYXBzaG90UmVzcG9uc2USDQoFY2h1bmsYASABKAwyywMKDExlYXNlU2VydmljZRJCCgdBY3F1aXJlEhkudGVudXJlLnYxLkFjcXVpcmVSZXF1ZXN0GhoudGVudXJlLnYxLkFjcXVpcmVSZXNwb25zZSIAEjwKBVJlbmV3EhcudGVudXJlLnYxLlJlbmV3UmVxdWVzdBoYLnRlbnVyZS52MS5SZW5ld1Jlc3BvbnNlIgASQgoHUmVsZWFzZRIZLnRlbnVyZS52MS5SZWxlYXNlUmVxdWVzdBoaLnRlbnVyZS52MS5SZWxlYXNlUmVzcG9uc2UiABI5CgNHZXQSFS50ZW51cmUudjEuR2V0UmVxdWVzdBoWLnRlbnVyZS52MS5HZXRSZXNwb25zZSIDkAIBEjwKBExpc3QSFi50ZW51cmUudjEuTGlzdFJlcXVlc3QaFy50ZW51cmUudjEuTGlzdFJlc3BvbnNlIgOQAgESPgoFV2F0Y2gSFy50ZW51cmUudjEuV2F0Y2hSZXF1ZXN0GhgudGVudXJlLnYxLldhdGNoUmVzcG9uc2UiADABEjwKBUJhdGNoEhcudGVudXJlLnYxLkJhdGNoUmVxdWVzdBoYLnRlbnVyZS52MS5CYXRjaFJlc3BvbnNlIgAyjQIKCUtWU2VydmljZRI6CgNQdXQSFy50ZW51cmUudjEuS1ZQdXRSZXF1ZXN0GhgudGVudXJlLnYxLktWUHV0UmVzcG9uc2UiABI9CgNHZXQSFy50ZW51cmUudjEuS1ZHZXRSZXF1ZXN0GhgudGVudXJlLnYxLktWR2V0UmVzcG9uc2UiA5ACARJDCgZEZWxldGUSGi50ZW51cmUudjEuS1ZEZWxldGVSZXF1ZXN0GhsudGVudXJlLnYxLktWRGVsZXRlUmVzcG9uc2UiABJACgRMaXN0EhgudGVudXJlLnYxLktWTGlzdFJlcXVlc3QaGS50ZW51cmUudjEuS1ZMaXN0UmVzcG9uc2UiA5ACATL7AgoOQ2x1c3RlclNlcnZpY2USQgoGU3RhdHVzEhgudGVudXJlLnYxLlN0YXR1c1JlcXVlc3QaGS50ZW51cmUudjEuU3RhdHVzUmVzcG9uc2UiA5ACARI5CgRKb2luEhYudGVudXJlLnYxLkpvaW5SZXF1ZXN0GhcudGVudXJlLnYxLkpvaW5SZXNwb25zZSIAEjwKBUxlYXZlEhcudGVudXJlLnYxLkxlYXZlUmVxdWVzdBoYLnRlbnVyZS52MS5MZWF2ZVJlc3BvbnNlIgASYwoSVHJhbnNmZXJMZWFkZXJzaGlwEiQudGVudXJlLnYxLlRyYW5zZmVyTGVhZGVyc2hpcFJlcXVlc3QaJS50ZW51cmUudjEuVHJhbnNmZXJMZWFkZXJzaGlwUmVzcG9uc2UiABJHCghTbmFwc2hvdBIaLnRlbnVyZS52MS5TbmFwc2hvdFJlcXVlc3QaGy50ZW51cmUudjEuU25hcHNob3RSZXNwb25zZSIAMAFCNFoyZ2l0aHViLmNvbS90ZW51cmUtaW8vdGVudXJlL2dlbi90ZW51cmUvdjE7dGVudXJldjFiBnByb3RvMw", [file_google_protobuf_duration]);
 
 /**
  * Lease is one grant of a named lease.
@@ -134,6 +134,47 @@ export const ErrorDetailSchema: GenMessage<ErrorDetail> = /*@__PURE__*/
   messageDesc(file_tenure_v1_tenure, 1);
 
 /**
+ * RequestID names one call of a client session. Every attempt of the call
+ * carries the same one; the leader remembers the outcome of each seq of a
+ * session at or above its floor (replicated, for a bounded time) and
+ * answers a retry with it.
+ *
+ * @generated from message tenure.v1.RequestID
+ */
+export type RequestID = Message<"tenure.v1.RequestID"> & {
+  /**
+   * The session: random, made by the client, at most 64 bytes.
+   *
+   * @generated from field: string session = 1;
+   */
+  session: string;
+
+  /**
+   * The call's number in the session, from 1.
+   *
+   * @generated from field: uint64 seq = 2;
+   */
+  seq: bigint;
+
+  /**
+   * The lowest seq of the session whose call is still in flight: every
+   * call below it was answered or given up on. A request whose seq is
+   * below its session's floor has no effect and fails with
+   * failed_precondition, reason REQUEST_EXPIRED.
+   *
+   * @generated from field: uint64 floor = 3;
+   */
+  floor: bigint;
+};
+
+/**
+ * Describes the message tenure.v1.RequestID.
+ * Use `create(RequestIDSchema)` to create a new message.
+ */
+export const RequestIDSchema: GenMessage<RequestID> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 2);
+
+/**
  * @generated from message tenure.v1.AcquireRequest
  */
 export type AcquireRequest = Message<"tenure.v1.AcquireRequest"> & {
@@ -173,6 +214,15 @@ export type AcquireRequest = Message<"tenure.v1.AcquireRequest"> & {
    * @generated from field: uint32 limit = 6;
    */
   limit: number;
+
+  /**
+   * Identifies this call of a client session, so a retry of it gets the
+   * first attempt's outcome and never a second effect. Unset for clients
+   * without sessions.
+   *
+   * @generated from field: tenure.v1.RequestID request_id = 7;
+   */
+  requestId?: RequestID;
 };
 
 /**
@@ -180,7 +230,7 @@ export type AcquireRequest = Message<"tenure.v1.AcquireRequest"> & {
  * Use `create(AcquireRequestSchema)` to create a new message.
  */
 export const AcquireRequestSchema: GenMessage<AcquireRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 2);
+  messageDesc(file_tenure_v1_tenure, 3);
 
 /**
  * @generated from message tenure.v1.AcquireResponse
@@ -197,7 +247,7 @@ export type AcquireResponse = Message<"tenure.v1.AcquireResponse"> & {
  * Use `create(AcquireResponseSchema)` to create a new message.
  */
 export const AcquireResponseSchema: GenMessage<AcquireResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 3);
+  messageDesc(file_tenure_v1_tenure, 4);
 
 /**
  * LeaseRef names one grant: a lease name and the token it was granted with.
@@ -230,7 +280,7 @@ export type LeaseRef = Message<"tenure.v1.LeaseRef"> & {
  * Use `create(LeaseRefSchema)` to create a new message.
  */
 export const LeaseRefSchema: GenMessage<LeaseRef> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 4);
+  messageDesc(file_tenure_v1_tenure, 5);
 
 /**
  * @generated from message tenure.v1.RenewRequest
@@ -240,6 +290,15 @@ export type RenewRequest = Message<"tenure.v1.RenewRequest"> & {
    * @generated from field: repeated tenure.v1.LeaseRef leases = 1;
    */
   leases: LeaseRef[];
+
+  /**
+   * Identifies this call of a client session, so a retry of it gets the
+   * first attempt's outcome and never a second effect. Unset for clients
+   * without sessions.
+   *
+   * @generated from field: tenure.v1.RequestID request_id = 2;
+   */
+  requestId?: RequestID;
 };
 
 /**
@@ -247,7 +306,7 @@ export type RenewRequest = Message<"tenure.v1.RenewRequest"> & {
  * Use `create(RenewRequestSchema)` to create a new message.
  */
 export const RenewRequestSchema: GenMessage<RenewRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 5);
+  messageDesc(file_tenure_v1_tenure, 6);
 
 /**
  * RenewResult is the outcome for one lease of a RenewRequest.
@@ -290,7 +349,7 @@ export type RenewResult = Message<"tenure.v1.RenewResult"> & {
  * Use `create(RenewResultSchema)` to create a new message.
  */
 export const RenewResultSchema: GenMessage<RenewResult> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 6);
+  messageDesc(file_tenure_v1_tenure, 7);
 
 /**
  * @generated from message tenure.v1.RenewResponse
@@ -309,7 +368,7 @@ export type RenewResponse = Message<"tenure.v1.RenewResponse"> & {
  * Use `create(RenewResponseSchema)` to create a new message.
  */
 export const RenewResponseSchema: GenMessage<RenewResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 7);
+  messageDesc(file_tenure_v1_tenure, 8);
 
 /**
  * @generated from message tenure.v1.ReleaseRequest
@@ -324,6 +383,15 @@ export type ReleaseRequest = Message<"tenure.v1.ReleaseRequest"> & {
    * @generated from field: uint64 token = 2;
    */
   token: bigint;
+
+  /**
+   * Identifies this call of a client session, so a retry of it gets the
+   * first attempt's outcome and never a second effect. Unset for clients
+   * without sessions.
+   *
+   * @generated from field: tenure.v1.RequestID request_id = 3;
+   */
+  requestId?: RequestID;
 };
 
 /**
@@ -331,7 +399,7 @@ export type ReleaseRequest = Message<"tenure.v1.ReleaseRequest"> & {
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 8);
+  messageDesc(file_tenure_v1_tenure, 9);
 
 /**
  * @generated from message tenure.v1.ReleaseResponse
@@ -344,7 +412,7 @@ export type ReleaseResponse = Message<"tenure.v1.ReleaseResponse"> & {
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 9);
+  messageDesc(file_tenure_v1_tenure, 10);
 
 /**
  * @generated from message tenure.v1.GetRequest
@@ -361,7 +429,7 @@ export type GetRequest = Message<"tenure.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 10);
+  messageDesc(file_tenure_v1_tenure, 11);
 
 /**
  * @generated from message tenure.v1.GetResponse
@@ -388,7 +456,7 @@ export type GetResponse = Message<"tenure.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 11);
+  messageDesc(file_tenure_v1_tenure, 12);
 
 /**
  * @generated from message tenure.v1.ListRequest
@@ -405,7 +473,7 @@ export type ListRequest = Message<"tenure.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 12);
+  messageDesc(file_tenure_v1_tenure, 13);
 
 /**
  * @generated from message tenure.v1.ListResponse
@@ -422,7 +490,7 @@ export type ListResponse = Message<"tenure.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 13);
+  messageDesc(file_tenure_v1_tenure, 14);
 
 /**
  * @generated from message tenure.v1.WatchRequest
@@ -439,7 +507,7 @@ export type WatchRequest = Message<"tenure.v1.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 14);
+  messageDesc(file_tenure_v1_tenure, 15);
 
 /**
  * @generated from message tenure.v1.WatchEvent
@@ -468,7 +536,7 @@ export type WatchEvent = Message<"tenure.v1.WatchEvent"> & {
  * Use `create(WatchEventSchema)` to create a new message.
  */
 export const WatchEventSchema: GenMessage<WatchEvent> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 15);
+  messageDesc(file_tenure_v1_tenure, 16);
 
 /**
  * @generated from enum tenure.v1.WatchEvent.Type
@@ -514,7 +582,7 @@ export enum WatchEvent_Type {
  * Describes the enum tenure.v1.WatchEvent.Type.
  */
 export const WatchEvent_TypeSchema: GenEnum<WatchEvent_Type> = /*@__PURE__*/
-  enumDesc(file_tenure_v1_tenure, 15, 0);
+  enumDesc(file_tenure_v1_tenure, 16, 0);
 
 /**
  * @generated from message tenure.v1.WatchResponse
@@ -531,7 +599,7 @@ export type WatchResponse = Message<"tenure.v1.WatchResponse"> & {
  * Use `create(WatchResponseSchema)` to create a new message.
  */
 export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 16);
+  messageDesc(file_tenure_v1_tenure, 17);
 
 /**
  * @generated from message tenure.v1.BatchRequest
@@ -548,7 +616,7 @@ export type BatchRequest = Message<"tenure.v1.BatchRequest"> & {
  * Use `create(BatchRequestSchema)` to create a new message.
  */
 export const BatchRequestSchema: GenMessage<BatchRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 17);
+  messageDesc(file_tenure_v1_tenure, 18);
 
 /**
  * BatchOp is one request of a batch. An acquire may not wait: waiting
@@ -598,7 +666,7 @@ export type BatchOp = Message<"tenure.v1.BatchOp"> & {
  * Use `create(BatchOpSchema)` to create a new message.
  */
 export const BatchOpSchema: GenMessage<BatchOp> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 18);
+  messageDesc(file_tenure_v1_tenure, 19);
 
 /**
  * BatchError is the error of one op: what the op's own call would have
@@ -631,7 +699,7 @@ export type BatchError = Message<"tenure.v1.BatchError"> & {
  * Use `create(BatchErrorSchema)` to create a new message.
  */
 export const BatchErrorSchema: GenMessage<BatchError> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 19);
+  messageDesc(file_tenure_v1_tenure, 20);
 
 /**
  * @generated from message tenure.v1.BatchResult
@@ -684,7 +752,7 @@ export type BatchResult = Message<"tenure.v1.BatchResult"> & {
  * Use `create(BatchResultSchema)` to create a new message.
  */
 export const BatchResultSchema: GenMessage<BatchResult> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 20);
+  messageDesc(file_tenure_v1_tenure, 21);
 
 /**
  * @generated from message tenure.v1.BatchResponse
@@ -703,7 +771,7 @@ export type BatchResponse = Message<"tenure.v1.BatchResponse"> & {
  * Use `create(BatchResponseSchema)` to create a new message.
  */
 export const BatchResponseSchema: GenMessage<BatchResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 21);
+  messageDesc(file_tenure_v1_tenure, 22);
 
 /**
  * @generated from message tenure.v1.KVPutRequest
@@ -730,6 +798,15 @@ export type KVPutRequest = Message<"tenure.v1.KVPutRequest"> & {
    * @generated from field: uint64 token = 4;
    */
   token: bigint;
+
+  /**
+   * Identifies this call of a client session, so a retry of it gets the
+   * first attempt's outcome and never a second effect. Unset for clients
+   * without sessions.
+   *
+   * @generated from field: tenure.v1.RequestID request_id = 5;
+   */
+  requestId?: RequestID;
 };
 
 /**
@@ -737,7 +814,7 @@ export type KVPutRequest = Message<"tenure.v1.KVPutRequest"> & {
  * Use `create(KVPutRequestSchema)` to create a new message.
  */
 export const KVPutRequestSchema: GenMessage<KVPutRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 22);
+  messageDesc(file_tenure_v1_tenure, 23);
 
 /**
  * @generated from message tenure.v1.KVPutResponse
@@ -754,7 +831,7 @@ export type KVPutResponse = Message<"tenure.v1.KVPutResponse"> & {
  * Use `create(KVPutResponseSchema)` to create a new message.
  */
 export const KVPutResponseSchema: GenMessage<KVPutResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 23);
+  messageDesc(file_tenure_v1_tenure, 24);
 
 /**
  * @generated from message tenure.v1.KVGetRequest
@@ -771,7 +848,7 @@ export type KVGetRequest = Message<"tenure.v1.KVGetRequest"> & {
  * Use `create(KVGetRequestSchema)` to create a new message.
  */
 export const KVGetRequestSchema: GenMessage<KVGetRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 24);
+  messageDesc(file_tenure_v1_tenure, 25);
 
 /**
  * @generated from message tenure.v1.KVGetResponse
@@ -814,7 +891,7 @@ export type KVGetResponse = Message<"tenure.v1.KVGetResponse"> & {
  * Use `create(KVGetResponseSchema)` to create a new message.
  */
 export const KVGetResponseSchema: GenMessage<KVGetResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 25);
+  messageDesc(file_tenure_v1_tenure, 26);
 
 /**
  * KVEntry is one value of the store, as KVGetResponse has it.
@@ -853,7 +930,7 @@ export type KVEntry = Message<"tenure.v1.KVEntry"> & {
  * Use `create(KVEntrySchema)` to create a new message.
  */
 export const KVEntrySchema: GenMessage<KVEntry> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 26);
+  messageDesc(file_tenure_v1_tenure, 27);
 
 /**
  * @generated from message tenure.v1.KVListRequest
@@ -879,7 +956,7 @@ export type KVListRequest = Message<"tenure.v1.KVListRequest"> & {
  * Use `create(KVListRequestSchema)` to create a new message.
  */
 export const KVListRequestSchema: GenMessage<KVListRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 27);
+  messageDesc(file_tenure_v1_tenure, 28);
 
 /**
  * @generated from message tenure.v1.KVListResponse
@@ -898,7 +975,7 @@ export type KVListResponse = Message<"tenure.v1.KVListResponse"> & {
  * Use `create(KVListResponseSchema)` to create a new message.
  */
 export const KVListResponseSchema: GenMessage<KVListResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 28);
+  messageDesc(file_tenure_v1_tenure, 29);
 
 /**
  * @generated from message tenure.v1.KVDeleteRequest
@@ -918,6 +995,15 @@ export type KVDeleteRequest = Message<"tenure.v1.KVDeleteRequest"> & {
    * @generated from field: uint64 token = 3;
    */
   token: bigint;
+
+  /**
+   * Identifies this call of a client session, so a retry of it gets the
+   * first attempt's outcome and never a second effect. Unset for clients
+   * without sessions.
+   *
+   * @generated from field: tenure.v1.RequestID request_id = 4;
+   */
+  requestId?: RequestID;
 };
 
 /**
@@ -925,7 +1011,7 @@ export type KVDeleteRequest = Message<"tenure.v1.KVDeleteRequest"> & {
  * Use `create(KVDeleteRequestSchema)` to create a new message.
  */
 export const KVDeleteRequestSchema: GenMessage<KVDeleteRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 29);
+  messageDesc(file_tenure_v1_tenure, 30);
 
 /**
  * @generated from message tenure.v1.KVDeleteResponse
@@ -942,7 +1028,7 @@ export type KVDeleteResponse = Message<"tenure.v1.KVDeleteResponse"> & {
  * Use `create(KVDeleteResponseSchema)` to create a new message.
  */
 export const KVDeleteResponseSchema: GenMessage<KVDeleteResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 30);
+  messageDesc(file_tenure_v1_tenure, 31);
 
 /**
  * @generated from message tenure.v1.Member
@@ -991,7 +1077,7 @@ export type Member = Message<"tenure.v1.Member"> & {
  * Use `create(MemberSchema)` to create a new message.
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 31);
+  messageDesc(file_tenure_v1_tenure, 32);
 
 /**
  * @generated from message tenure.v1.StatusRequest
@@ -1004,7 +1090,7 @@ export type StatusRequest = Message<"tenure.v1.StatusRequest"> & {
  * Use `create(StatusRequestSchema)` to create a new message.
  */
 export const StatusRequestSchema: GenMessage<StatusRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 32);
+  messageDesc(file_tenure_v1_tenure, 33);
 
 /**
  * @generated from message tenure.v1.StatusResponse
@@ -1116,7 +1202,7 @@ export type StatusResponse = Message<"tenure.v1.StatusResponse"> & {
  * Use `create(StatusResponseSchema)` to create a new message.
  */
 export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 33);
+  messageDesc(file_tenure_v1_tenure, 34);
 
 /**
  * @generated from message tenure.v1.JoinRequest
@@ -1162,7 +1248,7 @@ export type JoinRequest = Message<"tenure.v1.JoinRequest"> & {
  * Use `create(JoinRequestSchema)` to create a new message.
  */
 export const JoinRequestSchema: GenMessage<JoinRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 34);
+  messageDesc(file_tenure_v1_tenure, 35);
 
 /**
  * @generated from message tenure.v1.JoinResponse
@@ -1197,7 +1283,7 @@ export type JoinResponse = Message<"tenure.v1.JoinResponse"> & {
  * Use `create(JoinResponseSchema)` to create a new message.
  */
 export const JoinResponseSchema: GenMessage<JoinResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 35);
+  messageDesc(file_tenure_v1_tenure, 36);
 
 /**
  * @generated from message tenure.v1.LeaveRequest
@@ -1214,7 +1300,7 @@ export type LeaveRequest = Message<"tenure.v1.LeaveRequest"> & {
  * Use `create(LeaveRequestSchema)` to create a new message.
  */
 export const LeaveRequestSchema: GenMessage<LeaveRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 36);
+  messageDesc(file_tenure_v1_tenure, 37);
 
 /**
  * @generated from message tenure.v1.LeaveResponse
@@ -1227,7 +1313,7 @@ export type LeaveResponse = Message<"tenure.v1.LeaveResponse"> & {
  * Use `create(LeaveResponseSchema)` to create a new message.
  */
 export const LeaveResponseSchema: GenMessage<LeaveResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 37);
+  messageDesc(file_tenure_v1_tenure, 38);
 
 /**
  * @generated from message tenure.v1.TransferLeadershipRequest
@@ -1246,7 +1332,7 @@ export type TransferLeadershipRequest = Message<"tenure.v1.TransferLeadershipReq
  * Use `create(TransferLeadershipRequestSchema)` to create a new message.
  */
 export const TransferLeadershipRequestSchema: GenMessage<TransferLeadershipRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 38);
+  messageDesc(file_tenure_v1_tenure, 39);
 
 /**
  * @generated from message tenure.v1.TransferLeadershipResponse
@@ -1263,7 +1349,7 @@ export type TransferLeadershipResponse = Message<"tenure.v1.TransferLeadershipRe
  * Use `create(TransferLeadershipResponseSchema)` to create a new message.
  */
 export const TransferLeadershipResponseSchema: GenMessage<TransferLeadershipResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 39);
+  messageDesc(file_tenure_v1_tenure, 40);
 
 /**
  * @generated from message tenure.v1.SnapshotRequest
@@ -1276,7 +1362,7 @@ export type SnapshotRequest = Message<"tenure.v1.SnapshotRequest"> & {
  * Use `create(SnapshotRequestSchema)` to create a new message.
  */
 export const SnapshotRequestSchema: GenMessage<SnapshotRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 40);
+  messageDesc(file_tenure_v1_tenure, 41);
 
 /**
  * One piece of a backup of the cluster's state. The chunks of the stream,
@@ -1299,7 +1385,7 @@ export type SnapshotResponse = Message<"tenure.v1.SnapshotResponse"> & {
  * Use `create(SnapshotResponseSchema)` to create a new message.
  */
 export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 41);
+  messageDesc(file_tenure_v1_tenure, 42);
 
 /**
  * @generated from service tenure.v1.LeaseService
