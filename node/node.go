@@ -36,6 +36,13 @@ var (
 	// ErrClosed is returned after Close, and to requests in flight when
 	// the node closes: those may or may not have been applied.
 	ErrClosed = errors.New("node: closed")
+	// ErrCannotWrite is returned when the leader could not write a
+	// request to its raft log because its data directory's file system
+	// refuses writes (full, read-only, permissions). The request was not
+	// applied; the leader steps down, and the cluster serves writes
+	// again once a member that can write leads (the server answers
+	// resource_exhausted, which clients do not retry on other members).
+	ErrCannotWrite = errors.New("node: the leader cannot write its raft log (its data directory's file system is full, read-only or forbids writing); the request was not applied")
 )
 
 // Node is one member of a tenure cluster.

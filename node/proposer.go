@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -236,6 +238,9 @@ func (n *Node) wait(f raft.Future) error {
 }
 
 func mapRaftError(err error) error {
+	if cannotStore(err) {
+		return fmt.Errorf("%w: %v", ErrCannotWrite, err)
+	}
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return ErrNotLeader
@@ -247,4 +252,21 @@ func mapRaftError(err error) error {
 		return fmt.Errorf("%w: %v", ErrNoLeader, err)
 	}
 	return err
+}
+
+// cannotStore reports whether err is raft's answer to an append the leader
+// could not write because its file system refuses writes (full,
+// read-only, permissions). raft's log cache passes the store's error on
+// as text (%q), so its errno is found by its message.
+func cannotStore(err error) bool {
+	if err == nil || !strings.Contains(err.Error(), "unable to store logs") {
+		return false
+	}
+	msg := err.Error()
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EACCES, syscall.EPERM} {
+		if strings.Contains(msg, errno.Error()) {
+			return true
+		}
+	}
+	return false
 }

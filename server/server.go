@@ -199,6 +199,10 @@ func toConnect(err error) error {
 		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, node.ErrLastVoter), errors.Is(err, node.ErrNotVoter):
 		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, node.ErrCannotWrite):
+		// Not applied; said as it is, not retried by clients on the other
+		// members, whose disks are likely as full.
+		return connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, node.ErrNotLeader), errors.Is(err, node.ErrNoLeader),
 		errors.Is(err, node.ErrWatchLagged), errors.Is(err, node.ErrWatchReset):
 		return connect.NewError(connect.CodeUnavailable, err)

@@ -648,6 +648,9 @@ func (s *segment) zeroFrom(off int64, noSync bool) error {
 	return s.sync()
 }
 
+// preallocateFile preallocates a new segment (tests make it fail).
+var preallocateFile = preallocate
+
 func preallocate(f *os.File, size int64) error {
 	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
@@ -775,6 +778,65 @@ func (st *Store) StoreLogs(logs []*raft.Log) error {
 			return fmt.Errorf("raftlog: entry %d does not follow the log, which ends before %d", l.Index, next+uint64(i))
 		}
 	}
+	// An append that fails leaves the log as it was: raft takes a failed
+	// append for one that wrote nothing, and appends the same indexes
+	// again later (a leader that could not write steps down, and then
+	// follows another).
+	mark := st.markAppendLocked()
+	if err := st.appendLocked(logs, deferred); err != nil {
+		if rerr := st.rollbackLocked(mark); rerr != nil {
+			st.err = fmt.Errorf("raftlog: undo a failed append: %w (the append failed with: %v)", rerr, err)
+			st.cond.Broadcast()
+		}
+		return err
+	}
+	return nil
+}
+
+// appendMark is where the log was before an append (see rollbackLocked).
+type appendMark struct {
+	segs     int    // segments
+	tailN    int    // records in the last segment
+	tailEnd  int64  // where the last segment's written part ended
+	pendFrom uint64 // st.pendFrom
+	dirty    int    // len(st.dirty)
+}
+
+func (st *Store) markAppendLocked() appendMark {
+	m := appendMark{segs: len(st.segs), pendFrom: st.pendFrom, dirty: len(st.dirty)}
+	if tail := st.tail(); tail != nil {
+		m.tailN, m.tailEnd = len(tail.offsets), tail.end
+	}
+	return m
+}
+
+// rollbackLocked undoes what an append wrote since m: the segments it
+// made are removed, and the last one is cut back (zeroed, so nothing it
+// wrote reads back at the next Open). st.mu is held.
+func (st *Store) rollbackLocked(m appendMark) error {
+	for st.syncing {
+		st.cond.Wait() // the syncer uses the files without mu
+	}
+	if len(st.dirty) > m.dirty {
+		st.dirty = st.dirty[:m.dirty]
+	}
+	if err := st.removeSegments(m.segs, len(st.segs)); err != nil {
+		return err
+	}
+	if tail := st.tail(); tail != nil && len(tail.offsets) > m.tailN {
+		if err := tail.zeroFrom(m.tailEnd, st.opts.NoSync); err != nil {
+			return err
+		}
+		tail.offsets, tail.end = tail.offsets[:m.tailN], m.tailEnd
+	}
+	st.pendFrom = m.pendFrom
+	st.setSyncedLocked()
+	return nil
+}
+
+// appendLocked writes logs, which follow the log, to its segments; see
+// StoreLogs. st.mu is held.
+func (st *Store) appendLocked(logs []*raft.Log, deferred bool) error {
 	var buf []byte
 	var pending []int64 // offsets of the records in buf, relative to its start
 	seg := st.tail()
@@ -865,13 +927,15 @@ func (st *Store) newSegment(first uint64, need int64) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftlog: %w", err)
 	}
-	if err := preallocate(f, size); err != nil {
+	if err := preallocateFile(f, size); err != nil {
 		f.Close()
+		os.Remove(tmp)
 		return nil, fmt.Errorf("raftlog: preallocate %s: %w", path, err)
 	}
 	if !st.opts.NoSync {
 		if err := f.Sync(); err != nil {
 			f.Close()
+			os.Remove(tmp)
 			return nil, fmt.Errorf("raftlog: sync %s: %w", path, err)
 		}
 	}

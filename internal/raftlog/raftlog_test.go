@@ -278,3 +278,53 @@ func TestOpenReadsOnlyTheWrittenPart(t *testing.T) {
 			size>>20, got>>20)
 	}
 }
+
+// An append that fails part way (here the disk is full when it needs a
+// new segment) leaves the log as it was, on disk too: raft takes it for
+// an append that wrote nothing and appends the same indexes again.
+func TestFailedAppendLeavesTheLogAsItWas(t *testing.T) {
+	for _, deferred := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deferred=%v", deferred), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{SegmentSize: 4096}
+			if deferred {
+				opts.DeferSync = func([]*raft.Log) bool { return true }
+			}
+			st, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			appendRange(t, st, 1, 15) // most of the first segment
+			full := errors.New("no space left on device")
+			preallocateFile = func(*os.File, int64) error { return full }
+			var logs []*raft.Log
+			for i := uint64(16); i <= 40; i++ {
+				logs = append(logs, entry(i))
+			}
+			err = st.StoreLogs(logs)
+			preallocateFile = preallocate
+			if !errors.Is(err, full) {
+				t.Fatalf("StoreLogs with the disk full: %v, want the preallocation's error", err)
+			}
+			checkRange(t, st, 1, 15)
+			if tmp, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(tmp) > 0 {
+				t.Fatalf("a failed segment was left behind: %v", tmp)
+			}
+			if err := st.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			re := mustOpen(t, dir, 4096)
+			checkRange(t, re, 1, 15)
+			re.Close()
+			// Space is back: the same entries go in.
+			if err := st.StoreLogs(logs); err != nil {
+				t.Fatalf("StoreLogs once space is back: %v", err)
+			}
+			if err := st.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			checkRange(t, st, 1, 40)
+		})
+	}
+}
