@@ -409,7 +409,7 @@ func (st *Store) firstIndex() uint64 {
 func (st *Store) setFirst(first uint64) error {
 	path := filepath.Join(st.dir, firstIndexFile)
 	if first == 0 {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := removeFile(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("raftlog: %w", err)
 		}
 		st.first = 0
@@ -648,6 +648,9 @@ func (s *segment) zeroFrom(off int64, noSync bool) error {
 	return s.sync()
 }
 
+// removeFile removes a file of the store (tests make it fail).
+var removeFile = os.Remove
+
 // preallocateFile preallocates a new segment (tests make it fail).
 var preallocateFile = preallocate
 
@@ -761,13 +764,7 @@ func (st *Store) StoreLogs(logs []*raft.Log) error {
 			// raft appends past the end only after a snapshot
 			// covered everything up to the new entries: what the log
 			// holds is obsolete (as after removeOldLogs).
-			if err := st.setMarksLocked(LogMarks{}); err != nil {
-				return err
-			}
-			if err := st.removeSegments(0, len(st.segs)); err != nil {
-				return err
-			}
-			if err := st.setFirst(0); err != nil {
+			if err := st.removeAllLocked(); err != nil {
 				return err
 			}
 			next = logs[0].Index
@@ -984,13 +981,7 @@ func (st *Store) DeleteRange(min, max uint64) error {
 	case max < first || min > last:
 		return nil
 	case min <= first && max >= last:
-		if err := st.setMarksLocked(LogMarks{}); err != nil {
-			return err
-		}
-		if err := st.removeSegments(0, len(st.segs)); err != nil {
-			return err
-		}
-		return st.setFirst(0)
+		return st.removeAllLocked()
 	case min <= first:
 		// A prefix: record where the log now begins, then remove the
 		// segments that hold only deleted entries.
@@ -1018,6 +1009,21 @@ func (st *Store) DeleteRange(min, max uint64) error {
 		return st.cutFrom(min)
 	}
 	return fmt.Errorf("raftlog: cannot delete entries %d-%d from the middle of the log %d-%d", min, max, first, last)
+}
+
+// removeAllLocked empties the log: its marks first, then where it begins,
+// then its segments, each step synced. A crash between two steps leaves a
+// log that opens: segments without first-index begin at their own first
+// entry (entries a snapshot covers, committed and the same on every
+// member), where first-index without segments would be damage.
+func (st *Store) removeAllLocked() error {
+	if err := st.setMarksLocked(LogMarks{}); err != nil {
+		return err
+	}
+	if err := st.setFirst(0); err != nil {
+		return err
+	}
+	return st.removeSegments(0, len(st.segs))
 }
 
 // removeSegments closes and removes segments [i, j).
