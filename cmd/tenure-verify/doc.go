@@ -8,7 +8,8 @@
 // and write under each term, and one watcher per node; and it injects a
 // fault schedule generated up front from --seed.
 //
-// Faults (--faults picks a subset; all by default): kill (SIGKILL and
+// Faults (--faults picks a subset; by default every kind but power-loss,
+// below; --faults all is every kind, power-loss included): kill (SIGKILL and
 // restart, the leader included), pause (SIGSTOP/SIGCONT a node for longer
 // than the TTL), partition (isolate a node's raft traffic), clock (a node
 // restarted with --fault-inject-clock-rate and made leader), transfer
@@ -27,7 +28,11 @@
 // the fault SIGKILLs one node, then a minority, then every node at once
 // (the variants take turns), drops every write they had not synced
 // (file data by fsync or fdatasync, directory entries by fsync of the
-// directory), remounts and restarts them. A node that refuses to start
+// directory), remounts and restarts them. It runs with every other kind:
+// member and damaged-dir wipe and restore a data directory's contents, not
+// the directory (the mount point), and sync each file they write and each
+// directory whose entries they change, so that a later power cut cannot
+// undo them. A node that refuses to start
 // after it (restarts-after-power-loss), a cluster that does not recover
 // within 30s (recovers-after-power-loss), and a final state that cannot
 // be read (acked-writes-durable) are violations.
@@ -53,6 +58,7 @@
 //	go run ./cmd/tenure-verify --unsafe --faults pause-client --duration 15s
 //	go run ./cmd/tenure-verify --faults power-loss --duration 2m
 //	go run ./cmd/tenure-verify --faults power-loss --unsafe-skip-fsync --duration 30s
+//	go run ./cmd/tenure-verify --faults all --duration 4m  # every kind, power-loss included
 //
 // --unsafe is the negative control: the workers' writes and reads go to an
 // unfenced store inside the harness, so a paused holder's late write lands;

@@ -24,6 +24,10 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// allFaults, as a --faults entry, stands for every fault kind
+// (verify.KnownFaults), power-loss included.
+const allFaults = "all"
+
 // mode is what to do instead of a run, if anything.
 type mode struct {
 	plan    bool   // print the schedule
@@ -52,7 +56,7 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, mode, error) {
 	fs.IntVar(&cfg.Names, "names", cfg.Names, "number of contended lease names")
 	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lease TTL")
 	fs.DurationVar(&cfg.Election, "election-timeout", cfg.Election, "tenured's --election-timeout")
-	fs.StringVar(&faults, "faults", strings.Join(cfg.Faults, ","), "comma-separated fault kinds to inject (empty: none)")
+	fs.StringVar(&faults, "faults", strings.Join(cfg.Faults, ","), "comma-separated fault kinds to inject (empty: none; "+allFaults+": every kind, power-loss included)")
 	fs.BoolVar(&cfg.Unsafe, "unsafe", false, "negative control: workers write to an unfenced harness-side store; the check must fail")
 	fs.BoolVar(&cfg.SkipFsync, "unsafe-skip-fsync", false, "negative control of power-loss: tenured skips fsync (--fault-inject-skip-fsync); with --faults power-loss the check must fail")
 	fs.StringVar(&cfg.Out, "out", cfg.Out, "directory for summary.json and, on failure, history.jsonl and the HTML visualization")
@@ -83,13 +87,21 @@ func parseFlags(args []string, stderr io.Writer) (verify.Config, mode, error) {
 	}
 	cfg.Faults = []string{}
 	for _, f := range strings.Split(faults, ",") {
-		if f = strings.TrimSpace(f); f == "" {
+		f = strings.TrimSpace(f)
+		kinds := []string{f}
+		switch {
+		case f == "":
 			continue
+		case f == allFaults:
+			kinds = verify.KnownFaults
+		case !slices.Contains(verify.KnownFaults, f):
+			return cfg, md, fmt.Errorf("unknown fault %q (known: %s; or %s)", f, strings.Join(verify.KnownFaults, ", "), allFaults)
 		}
-		if !slices.Contains(verify.KnownFaults, f) {
-			return cfg, md, fmt.Errorf("unknown fault %q (known: %s)", f, strings.Join(verify.KnownFaults, ", "))
+		for _, k := range kinds {
+			if !slices.Contains(cfg.Faults, k) {
+				cfg.Faults = append(cfg.Faults, k)
+			}
 		}
-		cfg.Faults = append(cfg.Faults, f)
 	}
 	switch {
 	case cfg.Duration < 10*time.Second:

@@ -270,7 +270,7 @@ const (
 )
 
 // member removes node i from the cluster (Leave), kills it, wipes its data
-// directory and, after d, starts it again with --join through the leader;
+// directory (its contents, durably: wipeDir) and, after d, starts it again with --join through the leader;
 // then it waits until the leader lists every node as a voter. A node the
 // leader does not list is not removed again, only wiped and re-added. The
 // fault must leave the cluster as large as it found it: when it cannot,
@@ -314,7 +314,7 @@ func (n *Nemesis) member(ctx context.Context, i int, d time.Duration) bool {
 		n.Log("  %s", note)
 	}
 	n.C.Kill(i)
-	if err := os.RemoveAll(node.DataDir); err != nil {
+	if err := wipeDir(node.DataDir); err != nil {
 		n.Log("  wipe n%d: %v", i+1, err)
 	}
 	sleepCtx(ctx, d)
@@ -388,8 +388,8 @@ func (n *Nemesis) unrestored(what string) {
 }
 
 // damaged stops node i, empties its raft.db and starts it: tenured must
-// refuse (exit 1, naming raft.db). Then the directory is restored from a
-// copy and the node restarted.
+// refuse (exit 1, naming raft.db). Then the directory's contents are
+// restored from a copy, durably (restoreDir), and the node restarted.
 func (n *Nemesis) damaged(ctx context.Context, i int) bool {
 	node := n.C.Nodes[i]
 	n.C.Kill(i)
@@ -426,12 +426,10 @@ func (n *Nemesis) damaged(ctx context.Context, i int) bool {
 	}
 	deadline.Stop()
 	n.C.Kill(i)
-	if err := os.RemoveAll(node.DataDir); err == nil {
-		err = os.Rename(backup, node.DataDir)
-		if err != nil {
-			n.Log("  restore n%d's data: %v", i+1, err)
-		}
+	if err := restoreDir(backup, node.DataDir); err != nil {
+		n.Log("  restore n%d's data: %v", i+1, err)
 	}
+	os.RemoveAll(backup)
 	n.restart(i, 1)
 	return true
 }
@@ -478,7 +476,9 @@ func tailFrom(path string, offset int64) string {
 	return string(b)
 }
 
-// copyDir copies the regular files and directories under from to to.
+// copyDir copies the regular files and directories under from to to,
+// without syncing: the damaged-dir fault's backup, next to the data
+// directory and never on a faultfs mount.
 func copyDir(from, to string) error {
 	return filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
 		if err != nil {

@@ -30,8 +30,10 @@ const (
 var PowerLossVariants = []string{PowerLossOne, PowerLossMinority, PowerLossAll}
 
 // KnownFaults lists every fault kind: AllFaults, the default, and those a
-// run must ask for. power-loss needs FUSE (root and /dev/fuse), and its
-// mounts cannot be wiped or replaced as member and damaged-dir do.
+// run must ask for. power-loss needs FUSE (root and /dev/fuse). It runs
+// with every other kind: member and damaged-dir change a data directory's
+// contents, durably, never the directory itself (wipeDir, restoreDir), so
+// they work on its mount too.
 var KnownFaults = append(slices.Clone(AllFaults), FaultPowerLoss)
 
 // Invariants the power-loss fault checks itself.
