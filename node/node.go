@@ -95,7 +95,10 @@ type Node struct {
 	// transfer this node started is surely over (see noteTransfer).
 	transferUntil atomic.Int64
 	// catch is whether this node is catching up (see catchup.go).
-	catch     catchUp
+	catch catchUp
+	// covered is the index of the newest snapshot stored (see
+	// coveredLog).
+	covered   atomic.Uint64
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 }

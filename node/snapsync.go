@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -24,8 +25,9 @@ import (
 // instead of the snapshot being taken for all the node had.
 type syncedSnapshots struct {
 	*raft.FileSnapshotStore
-	dir string         // the store's snapshots directory
-	rl  *raftlog.Store // nil: no marks to save
+	dir     string         // the store's snapshots directory
+	rl      *raftlog.Store // nil: no marks to save
+	covered *atomic.Uint64 // nil, or the newest snapshot stored (see coveredLog)
 }
 
 func (s syncedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
@@ -34,13 +36,15 @@ func (s syncedSnapshots) Create(version raft.SnapshotVersion, index, term uint64
 	if err != nil {
 		return nil, err
 	}
-	return &syncedSink{SnapshotSink: sink, dir: s.dir, rl: s.rl}, nil
+	return &syncedSink{SnapshotSink: sink, dir: s.dir, rl: s.rl, covered: s.covered, index: index}, nil
 }
 
 type syncedSink struct {
 	raft.SnapshotSink
-	dir string
-	rl  *raftlog.Store
+	dir     string
+	rl      *raftlog.Store
+	covered *atomic.Uint64
+	index   uint64
 }
 
 // Close finishes the snapshot, then syncs its directory: raft compacts
@@ -51,6 +55,9 @@ func (s *syncedSink) Close() error {
 	}
 	if err := syncDir(filepath.Join(s.dir, s.ID())); err != nil {
 		return fmt.Errorf("node: sync snapshot %s: %w", s.ID(), err)
+	}
+	if s.covered != nil {
+		noteCovered(s.covered, s.index)
 	}
 	if s.rl != nil {
 		// A failure leaves the marks lower than they could be, never

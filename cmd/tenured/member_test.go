@@ -78,6 +78,7 @@ func TestWarnsWhenNotAMember(t *testing.T) {
 	bCtx, stopB := context.WithCancel(ctx)
 	defer stopB()
 	bLog, bCode := startTenured(bCtx, "--data-dir", bDir, "--node-id", "b", "--join", aAPI)
+	bAPI := waitLog(t, bLog, "b to serve", `msg=serving api=(\S+)`)
 	waitLog(t, bLog, "b to join", `msg="joined the cluster"`)
 
 	cfg := client.DefaultConfig()
@@ -93,6 +94,24 @@ func TestWarnsWhenNotAMember(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("a never listed b: %v", err)
+	}
+	// b notices its removal only once it has seen itself a member: a
+	// node removed before its own addition reached it does not (it says
+	// so when it is started again, below). Wait until b lists itself as
+	// a voter, which it does only after it listed itself as a non-voter.
+	bcfg := client.DefaultConfig()
+	bcfg.Endpoints = []string{bAPI}
+	bcl, err := client.New(bcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bcl.Close()
+	err = waitForT(20*time.Second, func() bool {
+		st, err := bcl.Status(ctx)
+		return err == nil && slices.ContainsFunc(st.Members, func(m client.Member) bool { return m.ID == "b" && m.Suffrage == "voter" })
+	})
+	if err != nil {
+		t.Fatalf("b never listed itself as a voter: %v", err)
 	}
 	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
 	err = cl.Leave(lctx, "b")
