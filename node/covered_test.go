@@ -39,7 +39,7 @@ func TestCoveredLogKeepsEntriesNoSnapshotCovers(t *testing.T) {
 		t.Fatalf("with no snapshot, deleting 1-30 left %d-%d; want all of it", f, l)
 	}
 	noteCovered(&covered, 20)
-	noteCovered(&covered, 12) // an older snapshot does not lower it
+	noteCovered(&covered, 12)                    // an older snapshot does not lower it
 	if err := c.DeleteRange(1, 30); err != nil { // removeOldLogs
 		t.Fatal(err)
 	}
