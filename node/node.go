@@ -250,14 +250,17 @@ func (n *Node) open() error {
 		if err := migrateLog(bolt, rl, n.log); err != nil {
 			return err
 		}
-		if logs, err = raft.NewLogCache(512, rl); err != nil {
+		if logs, err = raft.NewLogCache(512, coveredLog{Store: rl, covered: &n.covered}); err != nil {
 			return err
 		}
 		fss, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog)
 		if err != nil {
 			return n.dir.accessOr(dirSnapshots, err, fmt.Errorf("node: open snapshot store: %w", err))
 		}
-		snaps = syncedSnapshots{FileSnapshotStore: fss, dir: filepath.Join(cfg.DataDir, dirSnapshots), rl: rl}
+		if metas, err := fss.List(); err == nil && len(metas) > 0 {
+			noteCovered(&n.covered, metas[0].Index) // newest first
+		}
+		snaps = syncedSnapshots{FileSnapshotStore: fss, dir: filepath.Join(cfg.DataDir, dirSnapshots), rl: rl, covered: &n.covered}
 	}
 	stable = voteStable{StableStore: stable, may: n.mayVote}
 	hasState, err := raft.HasExistingState(logs, stable, snaps)
