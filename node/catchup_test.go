@@ -76,7 +76,18 @@ func TestCatchingUpNodeDoesNotVote(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	index, err := l.Join(ctx, JoinRequest{ID: "n2", RaftAddr: string(faddr), APIAddr: "api-n2", CatchingUp: f.CatchingUp()})
+	// The vote request above gave n2 a higher term: n1 steps down when n2
+	// first answers it, and leads again a moment later (it is the only
+	// voter). Ask again until the join is answered.
+	var index uint64
+	var err error
+	for {
+		index, err = l.Join(ctx, JoinRequest{ID: "n2", RaftAddr: string(faddr), APIAddr: "api-n2", CatchingUp: f.CatchingUp()})
+		if err == nil || !(errors.Is(err, ErrNotLeader) || errors.Is(err, ErrIndeterminate)) || ctx.Err() != nil {
+			break
+		}
+		waitFor(t, "n1 to lead again", 5*time.Second, l.IsLeader)
+	}
 	if err != nil || index == 0 {
 		t.Fatalf("Join: index %d, %v", index, err)
 	}
