@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,22 +43,7 @@ func snapshotSave(t *testing.T, endpoints, file string) jsonSnapshot {
 // refused) and returns its exit code and output.
 func runTenured(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.tenured, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errOut.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("running tenured %q: %v", args, err)
-	}
-	return r
+	return runBinary(t, bin.tenured, 30*time.Second, nil, nil, args...)
 }
 
 // getToken returns the token of lease name as get -o json prints it.

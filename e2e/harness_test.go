@@ -164,9 +164,17 @@ func cliStdin(t *testing.T, endpoints string, stdin io.Reader, args ...string) r
 // (if not nil) as its standard input.
 func runCLI(t *testing.T, env []string, stdin io.Reader, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return runBinary(t, bin.tenure, 60*time.Second, env, stdin, args...)
+}
+
+// runBinary runs the program at path until it exits or timeout passes,
+// with env added to the environment and stdin (if not nil) as its
+// standard input, and returns its exit code and output.
+func runBinary(t *testing.T, path string, timeout time.Duration, env []string, stdin io.Reader, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.tenure, args...)
+	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -179,7 +187,7 @@ func runCLI(t *testing.T, env []string, stdin io.Reader, args ...string) result 
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	default:
-		t.Fatalf("running tenure %.200q: %v", strings.Join(args, " "), err)
+		t.Fatalf("running %s %.200q: %v", filepath.Base(path), strings.Join(args, " "), err)
 	}
 	return r
 }
