@@ -55,7 +55,7 @@ func (a *app) demo(ctx context.Context, args []string) error {
 		if err != nil {
 			return &usageError{msg: err.Error()}
 		}
-		return w.Run(ctx, a.stdout)
+		return w.Run(ctx, stdin, a.stdout)
 	}
 	c := a.newCommand("demo", "demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--ui] [--postgres URL] [--verbose]", demoAbout)
 	ttl := c.fs.Duration("ttl", demo.DefaultTTL, fmt.Sprintf("lease `TTL` (at least %s)", demo.MinTTL))

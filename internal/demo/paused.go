@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -17,7 +18,9 @@ import (
 // and the demo freezes it with SIGSTOP meanwhile and thaws it with SIGCONT
 // after the pause. Either way A's lease expires while it stalls and B
 // takes over; the scenarios differ only in whether the store checks the
-// token of A's late write.
+// token of A's late write. A goes on only once B has written (or given
+// up), even if that takes longer than the pause: on a starved machine B's
+// grant can come late, and the story must not turn around.
 
 const (
 	reportKey = "report"
@@ -43,6 +46,9 @@ type workerRun struct {
 	// freeze and resume stop and continue a worker process (SIGSTOP,
 	// SIGCONT); nil in-process.
 	freeze, resume func() error
+	// goOn tells a worker with spec.Hold to go on after its gap; it does
+	// nothing the second time, and nothing without Hold.
+	goOn func()
 }
 
 // drain waits for w to finish, dropping its events.
@@ -72,7 +78,11 @@ func (l *inProcess) launch(ctx context.Context, spec workerSpec) (*workerRun, er
 		c.Close()
 		return nil, err
 	}
-	w := &workerRun{events: make(chan Event, 16)}
+	w := &workerRun{events: make(chan Event, 16), goOn: func() {}}
+	if spec.Hold {
+		ch := make(chan struct{})
+		spec.goOn, w.goOn = ch, sync.OnceFunc(func() { close(ch) })
+	}
 	go func() {
 		defer close(w.events)
 		defer c.Close()
@@ -107,7 +117,7 @@ func runPausedWriter(ctx context.Context, tl *timeline, cfg *Config, sc Scenario
 	leaseName := "demo/" + string(sc)
 	specA := workerSpec{
 		Actor: "A", Lease: leaseName, TTL: cfg.TTL, Store: env.storeSpec, Key: reportKey,
-		Writes: []string{valueA1, valueA2}, Gap: cfg.Pause, GapKind: gapPause,
+		Writes: []string{valueA1, valueA2}, Gap: cfg.Pause, GapKind: gapPause, Hold: true,
 	}
 	if env.external {
 		specA.Gap, specA.GapKind = cfg.TTL/2, gapWork
@@ -138,7 +148,27 @@ func runPausedWriter(ctx context.Context, tl *timeline, cfg *Config, sc Scenario
 		evB      chan Event
 		resumeC  <-chan time.Time
 		frozenAt time.Time
+		// A goes on once its pause is over (frozen: the demo's timer;
+		// in-process: A's own) and B has written or given up.
+		pauseOver = !env.external
+		bDone     bool
 	)
+	wakeA := func() error {
+		if !pauseOver || !bDone {
+			return nil
+		}
+		if env.external && !frozenAt.IsZero() {
+			if err := a.resume(); err != nil {
+				return fmt.Errorf("resume worker A: %w", err)
+			}
+			tl.record(Event{Actor: "demo", Op: "resume",
+				Text:    fmt.Sprintf("SIGCONT A after %s frozen", fmtDuration(time.Since(frozenAt))),
+				Outcome: "resumed"})
+			frozenAt = time.Time{}
+		}
+		a.goOn()
+		return nil
+	}
 	handle := func(e Event) {
 		switch {
 		case e.Op == "acquire" && e.Err == "":
@@ -165,22 +195,23 @@ func runPausedWriter(ctx context.Context, tl *timeline, cfg *Config, sc Scenario
 		case <-ctx.Done():
 			return Result{}, context.Cause(ctx)
 		case <-resumeC:
-			resumeC = nil
-			if err := a.resume(); err != nil {
-				return Result{}, fmt.Errorf("resume worker A: %w", err)
+			resumeC, pauseOver = nil, true
+			if err := wakeA(); err != nil {
+				return Result{}, err
 			}
-			tl.record(Event{Actor: "demo", Op: "resume",
-				Text:    fmt.Sprintf("SIGCONT A after %s frozen", fmtDuration(time.Since(frozenAt))),
-				Outcome: "resumed"})
 		case e, ok := <-evB:
 			if !ok {
-				evB = nil
+				evB, bDone = nil, true
 				if b.err != nil {
 					o.failure = fmt.Sprintf("worker B failed: %v", b.err)
 				}
-				continue
+			} else {
+				handle(e)
+				bDone = bDone || e.Op == "put"
 			}
-			handle(e)
+			if err := wakeA(); err != nil {
+				return Result{}, err
+			}
 		case e, ok := <-evA:
 			if !ok {
 				evA = nil

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/tenure-io/tenure/internal/tenuredproc"
@@ -196,6 +197,18 @@ func (l *processes) launch(ctx context.Context, spec workerSpec) (*workerRun, er
 	if err != nil {
 		return nil, err
 	}
+	goOn := func() {}
+	if spec.Hold {
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		goOn = sync.OnceFunc(func() {
+			// A line, or just the end of the input, lets it go on.
+			io.WriteString(stdin, "go on\n")
+			stdin.Close()
+		})
+	}
 	tenuredproc.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("demo: start worker %s: %w", spec.Actor, err)
@@ -206,6 +219,7 @@ func (l *processes) launch(ctx context.Context, spec workerSpec) (*workerRun, er
 		pid:    p.Pid,
 		freeze: func() error { return freezeProcess(p) },
 		resume: func() error { return resumeProcess(p) },
+		goOn:   goOn,
 	}
 	go func() {
 		defer close(w.events)

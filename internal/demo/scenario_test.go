@@ -192,6 +192,23 @@ func TestScenarios(t *testing.T) {
 		}
 	})
 
+	// A machine so slow that B's grant and write come long after A's
+	// pause would have ended: A still writes after B, because the demo
+	// holds it until B has written (before, A's late write came first and
+	// the scenario failed under load).
+	t.Run("slow taker", func(t *testing.T) {
+		slow := &slowLauncher{inner: procs, actor: "B", delay: 2 * testPause}
+		r, out := run(t, TimeoutLock, func(cfg *Config, tl *timeline) (Result, error) {
+			return runPausedWriter(ctxT(t, 30*time.Second), tl, cfg, TimeoutLock, pausedEnv{launcher: slow, storeSpec: storeMemory, store: procs.mem})
+		})
+		if !r.Passed {
+			t.Fatalf("not as expected: %s", r.Summary)
+		}
+		if wake, bw := one(t, out, "A", "wake", 0), one(t, out, "B", "put", 0); wake.At < bw.At || !strings.Contains(wake.Text, "wakes up after") {
+			t.Fatalf("A woke %+v, B wrote %+v: want A held past its pause until B's write, and saying so", wake, bw)
+		}
+	})
+
 	t.Run("failover", func(t *testing.T) {
 		old, err := cl.WaitLeader(ctxT(t, 10*time.Second))
 		if err != nil {
@@ -300,4 +317,23 @@ func (w *watchWriter) Write(p []byte) (int, error) {
 		w.hit()
 	}
 	return w.w.Write(p)
+}
+
+// slowLauncher starts the worker named actor only after delay, as a
+// starved machine would.
+type slowLauncher struct {
+	inner launcher
+	actor string
+	delay time.Duration
+}
+
+func (l *slowLauncher) launch(ctx context.Context, spec workerSpec) (*workerRun, error) {
+	if spec.Actor == l.actor {
+		select {
+		case <-time.After(l.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return l.inner.launch(ctx, spec)
 }

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,13 @@ type workerSpec struct {
 	// work, during which the demo may freeze the process).
 	Gap     time.Duration
 	GapKind string
+	// Hold makes the worker wait after its gap until it is told to go on
+	// (goOn closed in-process; a line on its standard input as a
+	// process). The demo tells A once its pause is over and B has
+	// written, so that a slow machine cannot reorder the story: however
+	// late B's grant comes, A's late write comes after B's.
+	Hold    bool
+	goOn    <-chan struct{}
 	Release bool
 }
 
@@ -145,6 +153,7 @@ func gap(ctx context.Context, spec workerSpec, ev func(Event)) error {
 	} else {
 		ev(Event{Op: "work", Text: fmt.Sprintf("works for %s, well within its %s TTL", d, fmtDuration(spec.TTL)), Outcome: "working"})
 	}
+	start := time.Now()
 	t := time.NewTimer(spec.Gap)
 	defer t.Stop()
 	select {
@@ -152,8 +161,20 @@ func gap(ctx context.Context, spec workerSpec, ev func(Event)) error {
 		return ctx.Err()
 	case <-t.C:
 	}
+	if spec.Hold {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-spec.goOn:
+		}
+	}
 	if spec.GapKind == gapPause {
-		ev(Event{Op: "wake", Text: "wakes up, still believing it holds the lease"})
+		text := "wakes up, still believing it holds the lease"
+		if el := time.Since(start); el > spec.Gap+spec.Gap/10 {
+			// The demo held A longer than --pause: B took that long.
+			text = fmt.Sprintf("wakes up after %s, still believing it holds the lease", fmtDuration(el))
+		}
+		ev(Event{Op: "wake", Text: text})
 	}
 	return nil
 }
@@ -186,6 +207,9 @@ func (s workerSpec) args(endpoints []string) []string {
 	}
 	if s.Gap > 0 {
 		out = append(out, "--gap", s.Gap.String(), "--gap-kind", s.GapKind)
+	}
+	if s.Hold {
+		out = append(out, "--hold")
 	}
 	if s.Release {
 		out = append(out, "--release")
@@ -224,6 +248,7 @@ func ParseWorker(args []string) (*Worker, error) {
 	})
 	fs.DurationVar(&s.Gap, "gap", 0, "time between writes")
 	fs.StringVar(&s.GapKind, "gap-kind", gapWork, "work or pause")
+	fs.BoolVar(&s.Hold, "hold", false, "after the gap, wait for a line on standard input")
 	fs.BoolVar(&s.Release, "release", false, "release the lease after writing")
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("demo worker: %w", err)
@@ -250,7 +275,18 @@ func ParseWorker(args []string) (*Worker, error) {
 
 // Run runs the worker's script, writing its events to stdout as JSON
 // lines. It returns an error if the script could not be carried out.
-func (w *Worker) Run(ctx context.Context, stdout io.Writer) error {
+// With --hold, stdin is where it is told to go on.
+func (w *Worker) Run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	if w.spec.Hold {
+		goOn := make(chan struct{})
+		go func() {
+			// Any line, or the end of the input (the demo is gone), lets
+			// it go on.
+			bufio.NewReader(stdin).ReadString('\n')
+			close(goOn)
+		}()
+		w.spec.goOn = goOn
+	}
 	c, err := newClient(w.endpoints)
 	if err != nil {
 		return err

@@ -104,7 +104,7 @@ func TestWorkerProcessOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := w.Run(ctxT(t, 20*time.Second), &out); err != nil {
+	if err := w.Run(ctxT(t, 20*time.Second), strings.NewReader(""), &out); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	var ops []string
