@@ -120,11 +120,31 @@ func principalFrom(ctx context.Context) string { return identityFrom(ctx).princi
 
 // middleware authenticates every request and records who sent it in the
 // request's context, for the interceptor and the handlers.
+// A call of the API without valid credentials is refused here, before
+// its body is read: a stranger cannot make the node read (and hold) a
+// large body only to be told no.
 func (a *Auth) middleware(next http.Handler) http.Handler {
+	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := a.authenticate(r)
+		if a.enabled() && isProcedure(r.URL.Path) && ew.IsSupported(r) {
+			err := id.err
+			if err == nil && id.principal == "" && !id.member {
+				err = errUnauthenticated()
+			}
+			if err != nil {
+				ew.Write(w, r, err)
+				return
+			}
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 	})
+}
+
+// errUnauthenticated refuses a request that carries no credentials.
+func errUnauthenticated() error {
+	return connect.NewError(connect.CodeUnauthenticated,
+		errors.New("server: this server requires authentication: a client certificate (--cert/--key, TENURE_CERT/TENURE_KEY) or a bearer token (TENURE_AUTH_TOKEN)"))
 }
 
 func (a *Auth) authenticate(r *http.Request) identity {
@@ -252,8 +272,7 @@ func (a *Auth) authorize(ctx context.Context, procedure string, msg any) error {
 		return nil
 	}
 	if id.principal == "" {
-		return connect.NewError(connect.CodeUnauthenticated,
-			errors.New("server: this server requires authentication: a client certificate (--cert/--key, TENURE_CERT/TENURE_KEY) or a bearer token (TENURE_AUTH_TOKEN)"))
+		return errUnauthenticated()
 	}
 	var roles []Role
 	if t := a.table.Load(); t != nil {
