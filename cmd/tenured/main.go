@@ -287,6 +287,14 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
+	// A raft port that is taken is found before the data directory is
+	// made, so that a failed first start leaves nothing behind.
+	rl, err := net.Listen("tcp", o.raftListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("raft listen on %s: %w", o.raftListen, err)
+	}
+	rl.Close()
 	apiAddr := o.advertise
 	if apiAddr == "" {
 		apiAddr = ln.Addr().String()
