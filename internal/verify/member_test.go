@@ -202,7 +202,7 @@ func TestDamagedTargetInitialised(t *testing.T) {
 // fail, naming it.
 func testMemberFault(t *testing.T, tenured string) {
 	ctx := t.Context()
-	c, err := NewCluster(tenured, t.TempDir(), 3, 500*time.Millisecond)
+	c, err := NewCluster(tenured, evidenceDir(t), 3, 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
