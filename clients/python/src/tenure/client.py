@@ -623,8 +623,9 @@ class Watch:
         self._canceller = canceller
 
     def close(self) -> None:
+        # Shuts the stream's socket down; the iterating thread, if any,
+        # sees the end and closes the connection itself.
         self._canceller.cancel()
-        self._stream.close()
 
     @property
     def closed(self) -> bool:
@@ -637,6 +638,19 @@ class Watch:
         self.close()
 
     def __iter__(self) -> Iterator[WatchEvent]:
+        try:
+            yield from self._events()
+        finally:
+            self._canceller.remove(self._stream.conn)
+            self._stream.close()
+
+    def __del__(self) -> None:
+        try:
+            self._stream.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def _events(self) -> Iterator[WatchEvent]:
         backoff = self._c.retry_backoff
         while True:
             if self._first is not None:
@@ -651,7 +665,9 @@ class Watch:
                         break
                     events += 1
                     yield _event(m)
-            except (OSError, http.client.HTTPException, ValueError) as e:
+            except (OSError, http.client.HTTPException, ValueError, AttributeError) as e:
+                # AttributeError: http.client reading a connection that
+                # close() shut down from another thread.
                 err = e
             except TenureError as e:
                 if e.code != "unavailable" and e.code not in ("deadline_exceeded", "canceled", "internal"):
