@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from typing import Callable, List, Optional, TypeVar
 
@@ -167,9 +168,14 @@ class Node:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise AssertionError("tenured exited with %s; log: %s" % (self.proc.returncode, self.log()))
-            with urllib.request.urlopen("%s://%s/readyz" % (self.scheme, self.api), timeout=1, context=ctx) as r:
-                if r.status != 200:
-                    raise AssertionError("status %d" % r.status)
+            try:
+                with urllib.request.urlopen("%s://%s/readyz" % (self.scheme, self.api), timeout=1,
+                                            context=ctx) as r:
+                    if r.status != 200:
+                        raise AssertionError("status %d" % r.status)
+            except urllib.error.HTTPError as e:
+                e.close()
+                raise AssertionError("status %d" % e.code) from None
         eventually("%s (%s) to answer /readyz with 200" % (self.id, self.api), timeout, ready, 0.1)
 
     def log(self) -> str:

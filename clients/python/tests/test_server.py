@@ -279,9 +279,10 @@ class ClusterIdTest(unittest.TestCase):
             only_b.get("py/pinned")
         self.assertEqual((cm.exception.expected, cm.exception.endpoint), (cid, self.b.api))
         # A client that pinned a by talking to it refuses b too.
+        pinned = tenure.Client([self.b.api], cluster_id=ca.cluster_id)
         with self.assertRaises(tenure.OtherClusterError):
-            tenure.Client([self.b.api], cluster_id=ca.cluster_id).status()
-        for x in (ca, c, only_b):
+            pinned.status()
+        for x in (ca, c, only_b, pinned):
             x.close()
 
 

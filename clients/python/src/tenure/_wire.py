@@ -291,6 +291,7 @@ def unary(ep: Endpoint, path: str, msg: Dict[str, Any], headers: Dict[str, str],
     if canceller is not None:
         canceller.add(conn)
     ok = False
+    resp = None
     try:
         _connect(conn)
         if canceller is not None and canceller.cancelled():
@@ -323,6 +324,8 @@ def unary(ep: Endpoint, path: str, msg: Dict[str, Any], headers: Dict[str, str],
         if ok:
             ep.put_conn(conn)
         else:
+            if resp is not None:
+                resp.close()
             conn.close()
 
 
@@ -368,6 +371,7 @@ class Stream:
         if not self._closed:
             self._closed = True
             _shutdown(self.conn)
+            self.resp.close()
             self.conn.close()
 
 
@@ -378,6 +382,7 @@ def open_stream(ep: Endpoint, path: str, msg: Dict[str, Any], headers: Dict[str,
     stream itself blocks without limit."""
     payload = json.dumps(msg).encode()
     conn = ep.get_conn(timeout, fresh=True)
+    resp = None
     try:
         _connect(conn)
         conn.request("POST", path, body=struct.pack(">BI", 0, len(payload)) + payload,
@@ -396,6 +401,8 @@ def open_stream(ep: Endpoint, path: str, msg: Dict[str, Any], headers: Dict[str,
             raise err
         return Stream(conn, resp, cid)
     except BaseException:
+        if resp is not None:
+            resp.close()
         conn.close()
         raise
 
