@@ -79,10 +79,13 @@ def binary(name: str) -> str:
     if env and os.path.exists(env):
         _bins[name] = env
         return env
-    out = os.path.join(temp_dir("tenure-py-bin-"), name)
-    subprocess.run(["go", "build", "-o", out, "./cmd/" + name], cwd=REPO_DIR, check=True)
-    _bins[name] = out
-    return out
+    # Both binaries in one go build: they share most packages.
+    out = temp_dir("tenure-py-bin-")
+    want = [n for n in ("tenured", "tenure") if n not in _bins]
+    subprocess.run(["go", "build", "-o", out + os.sep] + ["./cmd/" + n for n in want], cwd=REPO_DIR, check=True)
+    for n in want:
+        _bins[n] = os.path.join(out, n)
+    return _bins[name]
 
 
 def _port_range():

@@ -72,8 +72,10 @@ class ServerTest(unittest.TestCase):
         got = []
         t = threading.Thread(target=lambda: got.append(c.acquire(n, "b", 10, wait=True, wait_timeout=20)))
         t.start()
-        # b is queued once the server reports it waiting; release then.
-        helpers.eventually("b queued", 10, lambda: self.assertTrue(t.is_alive()))
+        # Release only once b had time to be queued; if it was not yet,
+        # it is granted at once, which the timing below tells apart.
+        t.join(0.5)
+        self.assertTrue(t.is_alive(), "the waiting acquire returned while the lease was held: %r" % got)
         c.release(n, g.token)
         t.join(15)
         self.assertFalse(t.is_alive(), "the waiting acquire did not return after the release")
@@ -87,7 +89,9 @@ class ServerTest(unittest.TestCase):
         start = time.monotonic()
         with self.assertRaises(tenure.LeaseHeldError):
             c.acquire(n, "b", 10, wait=True, wait_timeout=0.5)
-        self.assertLess(time.monotonic() - start, 5)
+        waited = time.monotonic() - start
+        self.assertGreaterEqual(waited, 0.45, "the acquire did not wait on the server")
+        self.assertLess(waited, 5)
         c.release(n, g.token)
 
     def test_fenced_store(self):

@@ -383,7 +383,9 @@ class Client:
         client's session: every attempt carries the same request ID;
         the send time is the first attempt's."""
         rid = self._ids.begin()
-        msg = dict(msg, request_id=rid)
+        # In place: attempt_timeout may change msg (an acquire's wait) for
+        # each attempt, and every attempt sends msg as it is then.
+        msg["request_id"] = rid
         try:
             return self._unary(policy, path, msg, timeout, attempt_timeout, canceller)
         except NotAppliedError as e:

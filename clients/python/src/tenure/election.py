@@ -84,6 +84,7 @@ def elect(client: Client, name: str, fn: Callable[[Lease], T], *, stop: Optional
         raise TenureError("election: elect needs a name")
     s = Session(client, **session)
     finished = threading.Event()
+    watcher: Optional[threading.Thread] = None
     if stop is not None:
         # Setting stop ends a campaign under way and the current term.
         def watch_stop() -> None:
@@ -91,7 +92,8 @@ def elect(client: Client, name: str, fn: Callable[[Lease], T], *, stop: Optional
                 if stop.wait(0.05):
                     s._stop_all()
                     return
-        threading.Thread(target=watch_stop, name="tenure-elect-stop", daemon=True).start()
+        watcher = threading.Thread(target=watch_stop, name="tenure-elect-stop", daemon=True)
+        watcher.start()
     try:
         while True:
             try:
@@ -123,6 +125,8 @@ def elect(client: Client, name: str, fn: Callable[[Lease], T], *, stop: Optional
             return result
     finally:
         finished.set()
+        if watcher is not None:
+            watcher.join()  # it may be releasing the lease after stop
         try:
             s.close()
         except TenureError:
