@@ -4,6 +4,7 @@ sessions, elections, cluster identity."""
 import threading
 import time
 import unittest
+import urllib.request
 
 import helpers
 
@@ -188,6 +189,27 @@ class ServerTest(unittest.TestCase):
         finally:
             s1.close()
             s2.close()
+
+    def acquire_requests(self):
+        """acquire_requests returns how many Acquire requests the node has
+        served (its /metrics)."""
+        with urllib.request.urlopen("http://%s/metrics" % self.node.api, timeout=5) as r:
+            text = r.read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("tenure_requests_total{") and 'method="LeaseService/Acquire"' in line)
+
+    def test_session_waits_on_the_server_without_polling(self):
+        c, n = self.client, self.name()
+        g = c.acquire(n, "other", 2)  # never released: it expires
+        before = self.acquire_requests()
+        start = time.monotonic()
+        with c.session(ttl=3) as s:
+            lease = s.acquire(n, timeout=20)
+            waited = time.monotonic() - start
+            self.assertGreater(lease.token, g.token)
+        self.assertGreaterEqual(waited, 1.5, "granted before the other holder's lease expired")
+        sent = self.acquire_requests() - before
+        self.assertLessEqual(sent, 2, "the session sent %d acquires while it waited: it polled" % sent)
 
     def test_closing_the_session_ends_a_waiting_acquire(self):
         c, n = self.client, self.name()
