@@ -224,9 +224,10 @@ class Lease:
             kv = self._s.client.kv_get(key)
         except NotFoundError:
             return None
-        if kv.lease == self.name and kv.token > self.token:
-            raise StaleTokenError('lease: %s was written by token %d of "%s", newer than this grant\'s %d'
-                                  % (key, kv.token, self.name, self.token), "failed_precondition")
+        if kv.token > self.token:
+            # The store would refuse this grant's write to key anyway.
+            raise StaleTokenError('lease: %s was written by token %d (lease "%s"), newer than this grant\'s %d'
+                                  % (key, kv.token, kv.lease, self.token), "failed_precondition")
         self.check()
         return kv.value
 
