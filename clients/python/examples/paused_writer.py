@@ -25,8 +25,7 @@ def say(**event):
 def main() -> int:
     lease_name, key = sys.argv[1], sys.argv[2]
     ttl = float(sys.argv[3]) if len(sys.argv) > 3 else 2.0
-    client = tenure.Client(os.environ.get("TENURE_ENDPOINTS", "127.0.0.1:7400").split(","),
-                           ca_file=os.environ.get("TENURE_CACERT"), token=os.environ.get("TENURE_AUTH_TOKEN"))
+    client = tenure.Client.from_env()  # TENURE_ENDPOINTS, TENURE_CACERT, TENURE_AUTH_TOKEN, ...
     session = client.session(holder="A", ttl=ttl)
     lease = session.acquire(lease_name)
     lease.put(key, "A-1")

@@ -1,6 +1,9 @@
 """The client against a real tenured: leases, the fenced store, watch,
 sessions, elections, cluster identity."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -230,6 +233,20 @@ class ServerTest(unittest.TestCase):
         self.assertFalse(t.is_alive(), "close did not end the waiting acquire")
         self.assertIsInstance(errs[0], tenure.SessionClosedError)
         c.release(n, g.token)
+
+    def test_under_tenure_run(self):
+        # tenure run holds the lease and gives its command the lease, the
+        # token and the endpoints; the client writes with them.
+        code = ("import os, tenure\n"
+                "c = tenure.Client.from_env()\n"
+                "c.put('py/run/k', 'from-run', os.environ['TENURE_LEASE'], int(os.environ['TENURE_TOKEN']))\n")
+        env = dict(os.environ, TENURE_ENDPOINTS=self.node.api,
+                   PYTHONPATH=helpers.SRC_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        p = subprocess.run([helpers.binary("tenure"), "run", "py/run", "--ttl", "5s", "--", sys.executable, "-c", code],
+                           env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, "tenure run failed: %s" % p.stderr)
+        kv = self.client.kv_get("py/run/k")
+        self.assertEqual((kv.value, kv.lease), (b"from-run", "py/run"))
 
     def test_elect_and_observe(self):
         c, n = self.client, self.name()

@@ -84,6 +84,14 @@ class WireTest(unittest.TestCase):
         with self.assertRaises(tenure.TenureError):
             tenure.Client(["h:1"], cert_file="c.crt")
 
+    def test_client_from_env(self):
+        c = tenure.Client.from_env({"TENURE_ENDPOINTS": "a:1,b:2", "TENURE_CLUSTER_ID": "c9",
+                                    "TENURE_AUTH_TOKEN": "tnr_x"})
+        self.assertEqual(c.endpoints, ["a:1", "b:2"])
+        self.assertEqual(c.cluster_id, "c9")
+        self.assertEqual(c._headers["Authorization"], "Bearer tnr_x")
+        self.assertEqual(tenure.Client.from_env({}).endpoints, ["127.0.0.1:7400"])
+
 
 class FakeClient:
     """FakeClient grants every lease; renewals answer at once, or block

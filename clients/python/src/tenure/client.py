@@ -246,6 +246,22 @@ class Client:
         self._lock = threading.Lock()
         self._ids = RequestIds()
 
+    @classmethod
+    def from_env(cls, environ: Optional[Dict[str, str]] = None, **kwargs: Any) -> "Client":
+        """from_env makes a client from the variables the CLI reads and
+        `tenure run` passes to its command: TENURE_ENDPOINTS (comma list,
+        default 127.0.0.1:7400), TENURE_CACERT, TENURE_CERT, TENURE_KEY,
+        TENURE_AUTH_TOKEN and TENURE_CLUSTER_ID. kwargs override them."""
+        env = os.environ if environ is None else environ
+        cfg: Dict[str, Any] = {}
+        for var, key in (("TENURE_CACERT", "ca_file"), ("TENURE_CERT", "cert_file"), ("TENURE_KEY", "key_file"),
+                         ("TENURE_AUTH_TOKEN", "token"), ("TENURE_CLUSTER_ID", "cluster_id")):
+            if env.get(var):
+                cfg[key] = env[var]
+        cfg.update(kwargs)
+        endpoints = [e for e in env.get("TENURE_ENDPOINTS", "127.0.0.1:7400").split(",") if e.strip()]
+        return cls(endpoints, **cfg)
+
     @property
     def cluster_id(self) -> Optional[str]:
         """The cluster the client is pinned to, None until known."""
