@@ -3,7 +3,6 @@ token), calls fail over to the other members, and a watch on the killed
 node reopens elsewhere with a reset."""
 
 import threading
-import time
 import unittest
 
 import helpers

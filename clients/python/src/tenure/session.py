@@ -586,7 +586,7 @@ class Session:
         try:
             res = self.client.renew([(l.name, l.token) for l in ls], timeout=self.renew_timeout,
                                     canceller=canceller)
-        except TenureError as e:
+        except Exception as e:  # noqa: BLE001 - any failure leaves the leases at risk, never the thread dead
             err = TenureError("renewal not confirmed within %.3fs: %s" % (self.renew_timeout, e))
             err.__cause__ = e
         with self._cond:
