@@ -108,6 +108,38 @@ class PausedHolderTest(unittest.TestCase):
             for f in (p.stdin, p.stdout, p.stderr):
                 f.close()
 
+    def test_frozen_server(self):
+        # The server stops answering (SIGSTOP): renewals hang, and the
+        # session steps down at its deadline, before the TTL measured from
+        # the last successful renewal's send time could run out.
+        node = helpers.Node("frozen").start()
+        self.addCleanup(node.stop)
+        c = tenure.Client([node.api], timeout=10)
+        self.addCleanup(c.close)
+        s = c.session(ttl=TTL)
+        lease = s.acquire("py/frozen")
+        assert node.proc is not None
+        os.kill(node.proc.pid, signal.SIGSTOP)
+        try:
+            self.assertTrue(lease.done.wait(TTL * 2), "done was not set while the server was frozen")
+            at = time.monotonic()
+            self.assertIsInstance(lease.error, tenure.LostError)
+            self.assertGreaterEqual(at, lease.deadline)
+            self.assertLess(at, lease.last_renewal + TTL, "done was set after the server could re-grant")
+        finally:
+            os.kill(node.proc.pid, signal.SIGCONT)
+            s.orphan()
+
+    def test_semaphore_slots(self):
+        c, n = self.client, "py/paused/sem"
+        with c.session(ttl=TTL) as s1, c.session(ttl=TTL) as s2, c.session(ttl=TTL) as s3:
+            a = s1.acquire(n, limit=2)
+            b = s2.acquire(n, limit=2)
+            self.assertNotEqual(a.token, b.token, "two slots share a token")
+            with self.assertRaises(tenure.LeaseHeldError) as cm:
+                s3.try_acquire(n, limit=2)
+            self.assertEqual(cm.exception.limit, 2)
+
     def readline(self, p, what):
         """readline reads one line of p's stdout within 20 s."""
         out = []
