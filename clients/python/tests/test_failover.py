@@ -65,6 +65,13 @@ class FailoverTest(unittest.TestCase):
             lease.put("py/fo/k", "after")
             self.assertEqual(c.kv_get("py/fo/k").value, b"after")
             self.assertTrue(reset.wait(15), "the watch did not reopen after its node died: %r" % events)
+            # Leadership moves on request; the lease stays.
+            new = c.transfer_leadership()
+            self.assertTrue(new)
+            helpers.eventually("the new leader %s to lead" % new, 10,
+                               lambda: self.assertEqual(c.status().leader_id, new))
+            self.assertFalse(lease.done.wait(0.1))
+            lease.put("py/fo/k", "after transfer")
         w.close()
 
 

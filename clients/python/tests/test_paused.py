@@ -139,6 +139,7 @@ class PausedHolderTest(unittest.TestCase):
             with self.assertRaises(tenure.LeaseHeldError) as cm:
                 s3.try_acquire(n, limit=2)
             self.assertEqual(cm.exception.limit, 2)
+            self.assertEqual(sorted(x.token for x in c.slots(n)), sorted([a.token, b.token]))
 
     def readline(self, p, what):
         """readline reads one line of p's stdout within 20 s."""

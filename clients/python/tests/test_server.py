@@ -48,6 +48,9 @@ class ServerTest(unittest.TestCase):
         self.assertEqual((cm.exception.lease, cm.exception.holder, cm.exception.token), (n, "a", g.token))
         self.assertGreater(cm.exception.remaining, 0)
         self.assertEqual(c.renew_one(n, g.token).token, g.token)
+        longer = c.renew([(n, g.token, 8)])[0].grant
+        self.assertEqual((longer.token, longer.ttl), (g.token, 8.0), "renew with a TTL did not set it")
+        self.assertEqual([x.token for x in c.slots(n)], [g.token])
         res = c.renew([(n, g.token), (n, g.token + 1000)])
         self.assertIsNone(res[0].error)
         self.assertIsInstance(res[1].error, tenure.StaleTokenError)

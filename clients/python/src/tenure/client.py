@@ -454,13 +454,20 @@ class Client:
             raise
         return _grant(res.get("lease"), sent)
 
-    def renew(self, leases: Sequence[Tuple[str, int]], *, timeout: Optional[float] = None,
+    def renew(self, leases: Sequence[Tuple[Any, ...]], *, timeout: Optional[float] = None,
               canceller: Optional[Canceller] = None) -> List[RenewResult]:
         """renew extends the leases (name, token) by their TTLs in one
-        request and returns one result per lease, in order. A lease that
-        could not be renewed has its error in its result; the call raises
-        only for the request as a whole."""
-        refs = [{"name": n, "token": str(t)} for n, t in leases]
+        request and returns one result per lease, in order; a lease given
+        as (name, token, ttl) gets that TTL (seconds) first, within the
+        server's bounds, for this and later renewals. A lease that could
+        not be renewed has its error in its result; the call raises only
+        for the request as a whole."""
+        refs = []
+        for ref in leases:
+            r: Dict[str, Any] = {"name": ref[0], "token": str(ref[1])}
+            if len(ref) > 2 and ref[2]:
+                r["ttl"] = _wire.duration_str(ref[2])  # type: ignore[misc]
+            refs.append(r)
         res, sent = self._mutating(RETRY_ALWAYS, _LEASE + "Renew", {"leases": refs}, timeout, None, canceller)
         results = res.get("results") or []
         if len(results) != len(refs):
@@ -493,6 +500,13 @@ class Client:
         """get returns the live grant of name, or raises NotFoundError."""
         res, sent = self._unary(RETRY_ALWAYS, _LEASE + "Get", {"name": name}, timeout)
         return _grant(res.get("lease"), sent)
+
+    def slots(self, name: str, *, timeout: Optional[float] = None) -> List[Grant]:
+        """slots returns every live grant of name in the order granted: one
+        for a plain lease, one per held slot of a semaphore. NotFoundError
+        when there is none."""
+        res, sent = self._unary(RETRY_ALWAYS, _LEASE + "Get", {"name": name}, timeout)
+        return [_grant(p, sent) for p in res.get("slots") or [res.get("lease")]]
 
     def list(self, prefix: str = "", *, timeout: Optional[float] = None) -> List[Grant]:
         """list returns the live leases whose names start with prefix,
@@ -556,6 +570,14 @@ class Client:
                       leases=u64(f(r, "leases")), min_ttl=parse_duration(f(r, "min_ttl")),
                       members=[Member(f(m, "id", ""), f(m, "raft_address", ""), f(m, "api_address", ""),
                                       f(m, "suffrage", ""), bool(f(m, "leader"))) for m in f(r, "members") or []])
+
+    def transfer_leadership(self, node_id: str = "", *, timeout: Optional[float] = None) -> str:
+        """transfer_leadership asks the leader to hand over to node_id ("":
+        raft picks the most up-to-date follower) and returns the new
+        leader's ID. Needs the admin role. Not retried once possibly
+        delivered."""
+        res, _ = self._unary(RETRY_UNSENT, _CLUSTER + "TransferLeadership", {"node_id": node_id}, timeout)
+        return _field(res, "leader_id", "")
 
     # -- watch -----------------------------------------------------------
 
