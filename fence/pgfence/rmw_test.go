@@ -119,3 +119,77 @@ func lockWaiting(t *testing.T, d *testDB, app string) bool {
 	}
 	return n > 0
 }
+
+// TestReadModifyWriteRepeatableRead: under REPEATABLE READ the snapshot
+// is taken at the fence, before it waits. A (token 1, the highest
+// already) holds the fence row; B (token 2) waits for it in
+// ReadModifyWrite; A appends itself and commits. B's read then comes
+// from a snapshot older than A's commit, and B's write to the same row
+// fails with a serialization failure, which ReadModifyWrite runs again:
+// the second run reads A's write, and nothing is lost.
+func TestReadModifyWriteRepeatableRead(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	cfg := pgfence.DefaultConfig()
+	cfg.IsoLevel = pgx.RepeatableRead
+	f := d.install(t, cfg)
+	ctx := context.Background()
+	d.exec(t, "CREATE TABLE writers (id int PRIMARY KEY, list text NOT NULL)")
+	d.exec(t, "INSERT INTO writers VALUES (1, 'A1;')")
+	app := d.schema + "_b"
+	bPool := storetest.Pool(t, d.schema, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["application_name"] = app })
+	cfg.Schema = d.schema
+	fb, err := pgfence.New(ctx, bPool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Advance(ctx, "reports", 1); err != nil {
+		t.Fatal(err)
+	}
+	inside, release := make(chan struct{}), make(chan struct{})
+	aErr := make(chan error, 1)
+	go func() {
+		aErr <- f.InTx(ctx, fence.Grant("reports", 1), func(ctx context.Context, tx pgx.Tx) error {
+			close(inside)
+			<-release // paused while holding the fence row
+			_, err := tx.Exec(ctx, "UPDATE writers SET list = list || 'A2;' WHERE id = 1")
+			return err
+		})
+	}()
+	<-inside
+	runs := 0
+	bErr := make(chan error, 1)
+	go func() {
+		bErr <- pgfence.ReadModifyWrite(ctx, fb, fence.Grant("reports", 2),
+			func(ctx context.Context, tx pgx.Tx) (string, error) {
+				runs++
+				var list string
+				err := tx.QueryRow(ctx, "SELECT list FROM writers WHERE id = 1").Scan(&list)
+				return list, err
+			},
+			func(ctx context.Context, tx pgx.Tx, list string) error {
+				_, err := tx.Exec(ctx, "UPDATE writers SET list = $1 WHERE id = 1", list+"B;")
+				return err
+			})
+	}()
+	waitForLockWait(t, d, app)
+	close(release)
+	if err := <-aErr; err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	if err := <-bErr; err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	var list string
+	if err := d.pool.QueryRow(ctx, "SELECT list FROM writers WHERE id = 1").Scan(&list); err != nil {
+		t.Fatal(err)
+	}
+	if list != "A1;A2;B;" {
+		t.Fatalf("list = %q after %d runs of B; want A1;A2;B;", list, runs)
+	}
+	// The first run read the snapshot from before A's commit and failed
+	// to write; the second read A's write.
+	if runs != 2 {
+		t.Fatalf("B ran %d times; want 2 (a serialization failure, then a run that reads A's write)", runs)
+	}
+}
