@@ -44,7 +44,9 @@
 // nothing of tenure's client, so fencing needs no dependency on it.
 //
 // A read-modify-write is safe only when its read is fenced too, or read
-// and write share one fenced transaction: each guard has a helper for it
-// (ReadModifyWrite, Update). See docs/fencing.md for how to fence each
+// and write share one fenced transaction: pgfence and mysqlfence have
+// ReadModifyWrite, redisfence and filefence Update and a fenced read, and
+// httpfence fences every request sent with the headers, reads included.
+// See docs/fencing.md for how to fence each
 // store, and stores with conditional writes of their own.
 package fence
