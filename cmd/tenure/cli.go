@@ -43,6 +43,7 @@ Commands:
   demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--postgres URL]
                          see fencing at work
   fence install --postgres URL [--schema S]   install tenure_fence in Postgres
+  fence install --mysql DSN                   install tenure_fence in MySQL or MariaDB
   certs init DIR --members n1,n2,n3 [--hosts H,...]   make a CA and certificates
   auth token NAME --file FILE [--role hold:PREFIX] ...  make a bearer token
 

@@ -54,7 +54,7 @@ var subcommandFlags = map[string]map[string][]string{
 		"delete": {"--lease", "--token"},
 	},
 	"fence": {
-		"install": {"--postgres", "--schema"},
+		"install": {"--postgres", "--schema", "--mysql"},
 	},
 	"certs": {
 		"init": {"--members", "--hosts", "--clients"},
