@@ -328,7 +328,9 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	cfg.SnapshotInterval = o.snapInterval
 	cfg.Logger = log
 	cfg.RaftLogLevel = o.raftLogLevel
-	cfg.PeerApplied = func(ctx context.Context, addr string) (uint64, error) { return peerApplied(ctx, &o.sec, addr) }
+	cfg.PeerProgress = func(ctx context.Context, addr string) (node.PeerProgress, error) {
+		return peerProgress(ctx, &o.sec, addr)
+	}
 	cfg.PeerTLS = o.sec.peer
 	reg := server.NewRegistry()
 	cfg.Registerer = reg
@@ -540,13 +542,13 @@ func peer(sec *security, addr string) (*client.Client, error) {
 	return client.New(cfg)
 }
 
-// peerApplied returns the applied index of the member whose API is at addr.
-func peerApplied(ctx context.Context, sec *security, addr string) (uint64, error) {
+// peerProgress returns how far the member whose API is at addr has come.
+func peerProgress(ctx context.Context, sec *security, addr string) (node.PeerProgress, error) {
 	c, err := peer(sec, addr)
 	if err != nil {
-		return 0, err
+		return node.PeerProgress{}, err
 	}
 	defer c.Close()
 	st, err := c.Status(ctx)
-	return st.AppliedIndex, err
+	return node.PeerProgress{Applied: st.AppliedIndex, CatchingUp: st.CatchingUp}, err
 }
