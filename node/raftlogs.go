@@ -60,6 +60,12 @@ func (n *Node) adjustRaftLog(level hclog.Level, msg string, args []any) hclog.Le
 		}
 	case "appendEntries rejected, sending older logs":
 		return hclog.Debug
+	case "no known peers, aborting election":
+		// A node with no raft configuration yet: it joined and waits for
+		// the leader's first entries, which can take longer than its
+		// heartbeat timeout on a busy machine. (A bootstrapped node
+		// always knows itself.)
+		return hclog.Info
 	case "failed to get previous log":
 		var prev, last uint64
 		fmt.Sscan(arg(args, "previous-index"), &prev)
