@@ -586,3 +586,20 @@ func TestElectLost(t *testing.T) {
 		t.Errorf("got code %d, stdout %q, stderr %q; want 4, %q and the loss", res.code, res.stdout, res.stderr, want)
 	}
 }
+
+// A follower's lease count and last token are its applied state, which
+// may trail the leader: status says so; a leader's figures need no label.
+func TestStatusLabelsAFollowersFigures(t *testing.T) {
+	f := statusText(client.Status{NodeID: "n2", State: "follower", AppliedIndex: 123, LastToken: 19, Leases: 3})
+	for _, want := range []string{
+		"leases         3 (as of applied index 123 on this follower; the leader may be ahead)",
+		"last token     19 (as of applied index 123 on this follower; the leader may be ahead)",
+	} {
+		if !strings.Contains(f, want) {
+			t.Errorf("follower status lacks %q:\n%s", want, f)
+		}
+	}
+	if l := statusText(client.Status{NodeID: "n1", State: "leader", AppliedIndex: 123, LastToken: 20}); strings.Contains(l, "as of") {
+		t.Errorf("leader status is labelled:\n%s", l)
+	}
+}
