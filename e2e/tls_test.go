@@ -190,19 +190,27 @@ func TestTLSClusterWithAuth(t *testing.T) {
 		return nil
 	})
 
-	// Revoke other's token: remove it from the file, SIGHUP the members.
-	data, err := os.ReadFile(authFile)
-	if err != nil {
-		t.Fatal(err)
+	// Revoke other's token by its ID (tenure auth list, tenure auth
+	// revoke), then SIGHUP the members.
+	r = cliEnv(t, nil, "auth", "list", "-o", "json", "--file", authFile)
+	var otherID string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var e struct {
+			Principal string   `json:"principal"`
+			TokenIDs  []string `json:"token_ids"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("auth list -o json: %q: %v", line, err)
+		}
+		if e.Principal == "other" && len(e.TokenIDs) == 1 {
+			otherID = e.TokenIDs[0]
+		}
 	}
-	var f struct {
-		Principals map[string]json.RawMessage `json:"principals"`
+	if r.code != 0 || otherID == "" {
+		t.Fatalf("auth list: %v; want one token ID for other", r)
 	}
-	json.Unmarshal(data, &f)
-	delete(f.Principals, "other")
-	data, _ = json.Marshal(f)
-	if err := os.WriteFile(authFile, data, 0o600); err != nil {
-		t.Fatal(err)
+	if r := cliEnv(t, nil, "auth", "revoke", otherID, "--file", authFile); r.code != 0 {
+		t.Fatalf("auth revoke %s: %v", otherID, r)
 	}
 	if r := cliEnv(t, append(as(otherTok), "TENURE_ENDPOINTS="+strings.Join(survivors, ",")), "list"); r.code != 0 {
 		t.Fatalf("other lists before the reload: %v", r)

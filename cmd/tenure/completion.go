@@ -60,7 +60,9 @@ var subcommandFlags = map[string]map[string][]string{
 		"init": {"--members", "--hosts", "--clients"},
 	},
 	"auth": {
-		"token": {"--file", "--role"},
+		"token":  {"--file", "--role"},
+		"list":   {"--file"},
+		"revoke": {"--file"},
 	},
 	"member": {
 		"list":   nil,
