@@ -59,6 +59,9 @@ type Node struct {
 	// contact records when peers last answered; nil with a custom
 	// transport.
 	contact *contacts
+	// troubles summarizes raft's failures to reach a peer; nil with
+	// contact.
+	troubles *troubles
 	dir     *dataDir // nil in memory
 	// clusterID is the cluster's ID once known; idMu serialises
 	// recording it.
@@ -141,6 +144,13 @@ func New(cfg Config) (*Node, error) {
 	go n.watchLeadership()
 	go n.watchRemoval()
 	go n.watchCatchUp()
+	if n.troubles != nil {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.troubles.run(n.closing)
+		}()
+	}
 	return n, nil
 }
 
@@ -183,6 +193,7 @@ func (n *Node) open() error {
 			return err
 		}
 		n.contact = &contacts{}
+		n.troubles = &troubles{log: n.log, contact: n.contact}
 		stream.contacts = n.contact
 		n.trans, n.stream = &contactTransport{NetworkTransport: t, c: n.contact}, stream
 		n.closer = append(n.closer, func() error {

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -80,6 +81,7 @@ func (n *Node) adjustRaftLog(level hclog.Level, msg string, args []any) hclog.Le
 				return hclog.Debug
 			}
 		}
+		return n.troubles.failed(n.peerAddress(args), level, time.Now())
 	}
 	return level
 }
