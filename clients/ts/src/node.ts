@@ -23,11 +23,11 @@ export type Protocol = "grpc" | "connect" | "grpc-web";
 export interface TLSOptions {
   /** The CA (or CAs) that signed the members' certificates (certs/ca.crt);
    * unset: the system's roots. */
-  ca?: string | Buffer | Array<string | Buffer>;
+  ca?: string | Uint8Array | Array<string | Uint8Array>;
   /** A client certificate (CN = the principal), for tenured --client-ca. */
-  cert?: string | Buffer;
+  cert?: string | Uint8Array;
   /** Its private key. */
-  key?: string | Buffer;
+  key?: string | Uint8Array;
   /** The name to verify the server certificates against; default each
    * endpoint's host. */
   servername?: string;
@@ -51,9 +51,10 @@ function secureOptions(tls: TLSOptions | undefined, baseUrl: string): SecureCont
     throw new TenureError("client: tls.cert and tls.key go together");
   }
   const o: SecureContextOptions & { servername?: string } = {};
-  if (tls.ca !== undefined) o.ca = tls.ca;
-  if (tls.cert !== undefined) o.cert = tls.cert;
-  if (tls.key !== undefined) o.key = tls.key;
+  const pem = (v: string | Uint8Array): string | Buffer => (typeof v === "string" ? v : Buffer.from(v));
+  if (tls.ca !== undefined) o.ca = Array.isArray(tls.ca) ? tls.ca.map(pem) : pem(tls.ca);
+  if (tls.cert !== undefined) o.cert = pem(tls.cert);
+  if (tls.key !== undefined) o.key = pem(tls.key);
   if (tls.servername !== undefined) o.servername = tls.servername;
   return o;
 }
