@@ -37,7 +37,7 @@ func TestQuick(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	if got, want := len(res.Throughput), 5*2; got != want {
+	if got, want := len(res.Throughput), 5*3; got != want {
 		t.Errorf("throughput cells: %d, want %d", got, want)
 	}
 	for _, c := range res.Throughput {

@@ -112,7 +112,8 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 	var (
 		quick    = fs.Bool("quick", false, "smoke run: 1 round, short durations, small counts (flags given explicitly still win)")
 		runList  = fs.String("run", "all", "workloads, comma-separated: "+strings.Join(allWorkloads, ",")+"; 'throughput' = lock,contended,grant,renew,write; 'all'")
-		configs  = fs.String("configs", "1x16,3x16,3x1", "throughput configurations, NODESxWORKERS, comma-separated")
+		configs  = fs.String("configs", "1x16,3x16,3x1,1x64,3x64,1x16:shared,3x16:shared,3x1:shared", "throughput configurations, NODESxWORKERS[:per-worker|:shared], comma-separated")
+		clients  = fs.String("clients", string(perWorker), "client mode of configurations that name none: per-worker (every worker its own client and connections) or shared (one client for all workers)")
 		rounds   = fs.Int("rounds", 3, "rounds of each workload on each system")
 		duration = fs.Duration("duration", 10*time.Second, "measured time of one throughput workload on one system in one round")
 		warmup   = fs.Duration("warmup", time.Second, "unmeasured time before each throughput measurement")
@@ -143,7 +144,7 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 				apply()
 			}
 		}
-		def("configs", func() { *configs = "1x4,3x2" })
+		def("configs", func() { *configs = "1x4,3x2,1x4:shared" })
 		def("rounds", func() { *rounds = 1 })
 		def("duration", func() { *duration = 2 * time.Second })
 		def("warmup", func() { *warmup = 300 * time.Millisecond })
@@ -170,8 +171,11 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 			cfg.Run = append(cfg.Run, f)
 		}
 	}
-	var err error
-	if cfg.Configs, err = parseTopologies(*configs); err != nil {
+	mode, err := parseClientMode(*clients)
+	if err != nil {
+		return cfg, output{}, fmt.Errorf("-clients: %w", err)
+	}
+	if cfg.Configs, err = parseTopologies(*configs, mode); err != nil {
 		return cfg, output{}, fmt.Errorf("-configs: %w", err)
 	}
 	if cfg.HeldN, err = parseInts(*heldN); err != nil {

@@ -46,10 +46,34 @@ func (d *dur) UnmarshalText(b []byte) error {
 	return err
 }
 
-// topology is a cluster size and a number of concurrent workers.
+// clientMode is how the workers of a throughput measurement reach the
+// cluster.
+type clientMode string
+
+const (
+	// perWorker: every worker has a client of its own (tenure: a
+	// client.Client; etcd: a clientv3.Client), and with it its own
+	// connections, as when every worker is a process of its own.
+	perWorker clientMode = "per-worker"
+	// shared: one client per system, shared by all workers, whose library
+	// may fold concurrent calls into one request.
+	shared clientMode = "shared"
+)
+
+func parseClientMode(s string) (clientMode, error) {
+	switch m := clientMode(s); m {
+	case perWorker, shared:
+		return m, nil
+	}
+	return "", fmt.Errorf("bad client mode %q: want %s or %s", s, perWorker, shared)
+}
+
+// topology is a cluster size, a number of concurrent workers and how they
+// share clients.
 type topology struct {
-	Nodes   int `json:"nodes"`
-	Workers int `json:"workers"`
+	Nodes   int        `json:"nodes"`
+	Workers int        `json:"workers"`
+	Clients clientMode `json:"clients"`
 }
 
 func (t topology) String() string {
@@ -61,20 +85,34 @@ func (t topology) String() string {
 	if t.Nodes == 1 {
 		n = "node"
 	}
-	return fmt.Sprintf("%d %s, %d %s", t.Nodes, n, t.Workers, w)
+	c := "per-worker clients"
+	if t.Clients == shared {
+		c = "shared client"
+	}
+	return fmt.Sprintf("%d %s, %d %s, %s", t.Nodes, n, t.Workers, w, c)
 }
 
-// parseTopologies reads "1x16,3x16,3x1" (nodes x workers).
-func parseTopologies(s string) ([]topology, error) {
+// parseTopologies reads "1x16,3x16,3x1:shared" (nodes x workers, and the
+// client mode after a colon; def when none is given).
+func parseTopologies(s string, def clientMode) ([]topology, error) {
 	var out []topology
 	for f := range strings.SplitSeq(s, ",") {
-		a, b, ok := strings.Cut(strings.TrimSpace(f), "x")
+		f = strings.TrimSpace(f)
+		spec, mode, hasMode := strings.Cut(f, ":")
+		a, b, ok := strings.Cut(spec, "x")
 		n, err1 := strconv.Atoi(a)
 		w, err2 := strconv.Atoi(b)
 		if !ok || err1 != nil || err2 != nil || (n != 1 && n != 3) || w < 1 {
-			return nil, fmt.Errorf("bad configuration %q: want NODESxWORKERS with 1 or 3 nodes, e.g. 3x16", f)
+			return nil, fmt.Errorf("bad configuration %q: want NODESxWORKERS with 1 or 3 nodes, e.g. 3x16 or 3x16:shared", f)
 		}
-		out = append(out, topology{n, w})
+		m := def
+		if hasMode {
+			var err error
+			if m, err = parseClientMode(mode); err != nil {
+				return nil, fmt.Errorf("configuration %q: %w", f, err)
+			}
+		}
+		out = append(out, topology{n, w, m})
 	}
 	return out, nil
 }
@@ -184,6 +222,8 @@ func (s *suite) runThroughput(ctx context.Context, res *results) error {
 }
 
 func (s *suite) throughputOn(ctx context.Context, res *results, topo topology, wls []workload, ec, tc *cluster) error {
+	// In shared mode every worker uses these two clients; per worker,
+	// each worker gets clients of its own (see ownClients).
 	eclient, err := ec.etcdClient()
 	if err != nil {
 		return err
@@ -214,11 +254,15 @@ func (s *suite) throughputOn(ctx context.Context, res *results, topo topology, w
 				switch sys {
 				case etcdSys:
 					m, err = runWorkers(ctx, topo.Workers, time.Duration(s.cfg.Warmup), time.Duration(s.cfg.Duration), ec.pids(),
-						func(ctx context.Context, n int) (worker, error) { return w.setupEtcd(ctx, t, n) })
+						func(ctx context.Context, n int) (worker, error) {
+							return withClients(ctx, topo.Clients, t, ec, n, w.setupEtcd)
+						})
 					round.Etcd = m
 				case tenureSys:
 					m, err = runWorkers(ctx, topo.Workers, time.Duration(s.cfg.Warmup), time.Duration(s.cfg.Duration), tc.pids(),
-						func(ctx context.Context, n int) (worker, error) { return w.setupTenure(ctx, t, n) })
+						func(ctx context.Context, n int) (worker, error) {
+							return withClients(ctx, topo.Clients, t, tc, n, w.setupTenure)
+						})
 					round.Tenure = m
 				}
 				if err != nil {
