@@ -182,7 +182,7 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 		def("rounds", func() { *rounds = 1 })
 		def("duration", func() { *duration = 3 * time.Second })
 		def("warmup", func() { *warmup = 500 * time.Millisecond })
-		def("fleet-duration", func() { *fleetD = "2m,1m" })
+		def("fleet-duration", func() { *fleetD = "1m" })
 		def("failover-trials", func() { *trials = 3 })
 		def("memory-leases", func() { *memN = "100000" })
 		def("idle-wait", func() { *idleWait = 5 * time.Second })

@@ -154,6 +154,12 @@ func TestGoals(t *testing.T) {
 			Tenure:   fleetMeasure{Members: 10000, Holding: 10000, ServerCPU: 4},
 			Etcd:     fleetMeasure{Members: 10000, Holding: 9990, Lost: 10, ServerCPU: 10},
 			CPURatio: 0.4, RSSRatio: 0.6,
+		}, {
+			// tenure lost members: cheap, but no PASS for it.
+			Config:   fleetConfig{Nodes: 3, Members: 1000, Hold: dur(time.Minute)},
+			Tenure:   fleetMeasure{Members: 1000, Holding: 990, Lost: 10, ServerCPU: 1},
+			Etcd:     fleetMeasure{Members: 1000, Holding: 1000, ServerCPU: 10},
+			CPURatio: 0.1, RSSRatio: 0.1,
 		}},
 		Failover: &failoverResult{Trials: make([]failoverTrial, 6), RenewRatio: 0.3, TenureSurvived: 3},
 		Memory:   []*memoryCell{{Leases: 100000, Tenure: memoryMeasure{PerLease: 420}}},
