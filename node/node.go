@@ -62,7 +62,7 @@ type Node struct {
 	// troubles summarizes raft's failures to reach a peer; nil with
 	// contact.
 	troubles *troubles
-	dir     *dataDir // nil in memory
+	dir      *dataDir // nil in memory
 	// clusterID is the cluster's ID once known; idMu serialises
 	// recording it.
 	clusterID atomic.Pointer[string]
