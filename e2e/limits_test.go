@@ -74,19 +74,8 @@ func startLimitsNode(t *testing.T) *limitsNode {
 	if r := cliEnv(t, nil, "certs", "init", certs, "--members", "n1"); r.code != 0 {
 		t.Fatalf("certs init: %v", r)
 	}
-	token := func(name string, roles ...string) string {
-		args := []string{"auth", "token", name, "--file", authFile}
-		for _, r := range roles {
-			args = append(args, "--role", r)
-		}
-		r := cliEnv(t, nil, args...)
-		if r.code != 0 {
-			t.Fatalf("auth token %s: %v", name, r)
-		}
-		return strings.TrimSpace(r.stdout)
-	}
-	n := &limitsNode{t: t, attackerTok: token("attacker", "hold:", "read:")}
-	victimTok := token("victim", "hold:", "read:")
+	n := &limitsNode{t: t, attackerTok: authToken(t, authFile, "attacker", "hold:", "read:")}
+	victimTok := authToken(t, authFile, "victim", "hold:", "read:")
 	c := func(f string) string { return filepath.Join(certs, f) }
 	n.s = newServer(t, "n1", "", "--election-timeout", "200ms",
 		"--tls-cert", c("n1.crt"), "--tls-key", c("n1.key"), "--client-ca", c("client-ca.crt"), "--auth-file", authFile)

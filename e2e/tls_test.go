@@ -36,17 +36,7 @@ func TestTLSClusterWithAuth(t *testing.T) {
 	if r := cliEnv(t, nil, "certs", "init", certs, "--members", "n1"); r.code != 1 || !strings.Contains(r.stderr, "exists") {
 		t.Fatalf("certs init over existing files: %v, want exit 1 and a refusal", r)
 	}
-	token := func(name string, roles ...string) string {
-		args := []string{"auth", "token", name, "--file", authFile}
-		for _, r := range roles {
-			args = append(args, "--role", r)
-		}
-		r := cliEnv(t, nil, args...)
-		if r.code != 0 || !strings.HasPrefix(r.stdout, "tnr_") {
-			t.Fatalf("auth token %s: %v", name, r)
-		}
-		return strings.TrimSpace(r.stdout)
-	}
+	token := func(name string, roles ...string) string { return authToken(t, authFile, name, roles...) }
 	opsTok, appTok, otherTok := token("ops", "admin"), token("app", "hold:jobs/", "read:"), token("other", "hold:jobs/", "read:")
 	if data, _ := os.ReadFile(authFile); bytes.Contains(data, []byte(appTok)) {
 		t.Fatal("the auth file holds a token, not its hash")
@@ -235,4 +225,19 @@ func TestTLSClusterWithAuth(t *testing.T) {
 	if !strings.Contains(n1.log.String()+n2.log.String()+n3.log.String(), "refused a request") {
 		t.Error("no member logged a refusal")
 	}
+}
+
+// authToken makes a token of principal name with roles in the auth file
+// with tenure auth token, and returns it.
+func authToken(t *testing.T, file, name string, roles ...string) string {
+	t.Helper()
+	args := []string{"auth", "token", name, "--file", file}
+	for _, r := range roles {
+		args = append(args, "--role", r)
+	}
+	r := cliEnv(t, nil, args...)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "tnr_") {
+		t.Fatalf("auth token %s: %v", name, r)
+	}
+	return strings.TrimSpace(r.stdout)
 }
