@@ -99,17 +99,6 @@ func (sl *streamLimiter) open(ctx context.Context, remote string) (func(), error
 	}, nil
 }
 
-// count returns how many streams are open in all.
-func (sl *streamLimiter) count() int {
-	sl.mu.Lock()
-	defer sl.mu.Unlock()
-	total := 0
-	for _, n := range sl.n {
-		total += n
-	}
-	return total
-}
-
 // streamKey says whose stream a request opens: its principal, or, when
 // the server authenticates nobody, the host it comes from.
 func streamKey(ctx context.Context, remote string) (key, who string) {

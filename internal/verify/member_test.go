@@ -256,6 +256,14 @@ func testMemberFault(t *testing.T, tenured string) {
 		t.Fatalf("leave %s: %v", id, err)
 	}
 	c.Kill(out)
+	// The check below is about naming the missing member, not about how
+	// soon a leader answers after the leave (under load, an election).
+	if err := waitFor(ctx, 30*time.Second, "a leader of the two left", func() bool {
+		_, _, ok := c.LeaderStatus(ctx)
+		return ok
+	}); err != nil {
+		t.Fatal(err)
+	}
 	m := endMembership(ctx, c, start, 2*time.Second)
 	vs := m.Check()
 	if len(vs) != 1 || vs[0].Invariant != InvClusterSize || !strings.Contains(vs[0].Detail, "not voters: "+id) || !strings.Contains(vs[0].Detail, "waiting 2s") {
