@@ -14,6 +14,7 @@ import (
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
 	"github.com/tenure-io/tenure/internal/tlsconfig"
+	"github.com/tenure-io/tenure/internal/wire"
 )
 
 // principalHeader carries the original caller's principal on a request a
@@ -234,6 +235,7 @@ var authRules = map[string]rule{
 	// A batch needs a hold role on some prefix to come in; the handler
 	// then checks each op as its own call is checked.
 	tenurev1connect.LeaseServiceBatchProcedure: {level: LevelHold},
+	wire.BatchStreamProcedure:                  {level: LevelHold},
 
 	tenurev1connect.ClusterServiceStatusProcedure:             {level: LevelNone},
 	tenurev1connect.ClusterServiceJoinProcedure:               {level: LevelAdmin},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"connectrpc.com/connect"
 
@@ -22,7 +23,11 @@ const MaxBatchOps = 1024
 // and changes nothing; the others still run. An error that prevents the
 // proposal as a whole (no leader, a timeout) is the call's error.
 func (l *leaseService) Batch(ctx context.Context, req *connect.Request[tenurev1.BatchRequest]) (*connect.Response[tenurev1.BatchResponse], error) {
-	s := l.s
+	return l.s.batch(ctx, req)
+}
+
+// batch serves one Batch call, unary or one message of a BatchStream.
+func (s *Server) batch(ctx context.Context, req *connect.Request[tenurev1.BatchRequest]) (*connect.Response[tenurev1.BatchResponse], error) {
 	in := req.Msg.GetOps()
 	switch {
 	case len(in) == 0:
@@ -49,6 +54,37 @@ func (l *leaseService) Batch(ctx context.Context, req *connect.Request[tenurev1.
 			}
 			return &tenurev1.BatchResponse{Results: out}, nil
 		})
+}
+
+// batchStream serves a BatchStream (see wire.BatchStreamProcedure): each
+// request message is served as a Batch call and answered by one
+// response message, in order; the error of a Batch call ends the stream
+// with that error.
+func (s *Server) batchStream(ctx context.Context, st *connect.BidiStream[tenurev1.BatchRequest, tenurev1.BatchResponse]) error {
+	h := st.RequestHeader()
+	for {
+		msg, err := st.Receive()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		req := connect.NewRequest(msg)
+		for _, k := range []string{forwardedHeader, "Authorization"} {
+			if v := h.Get(k); v != "" {
+				req.Header().Set(k, v)
+			}
+		}
+		res, err := s.batch(ctx, req)
+		s.metrics.countBatch(err)
+		if err != nil {
+			return err
+		}
+		if err := st.Send(res.Msg); err != nil {
+			return err
+		}
+	}
 }
 
 // batchOps returns the ops of in to propose and, for each, its index in

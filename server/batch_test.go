@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"errors"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
@@ -107,5 +109,48 @@ func TestBatchRefusesEmptyAndOversized(t *testing.T) {
 	}
 	if _, err := leader.lease.Get(ctx, connect.NewRequest(&tenurev1.GetRequest{Name: "jobs/big"})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("jobs/big after a refused batch: %v, want not found", err)
+	}
+}
+
+// TestBatchStreamServesEachMessage sends Batch calls one after another
+// on one BatchStream, to the leader and through a follower: each message
+// is answered in turn with the results its Batch call would have had, and
+// the first Batch call that fails ends the stream with its error.
+func TestBatchStreamServesEachMessage(t *testing.T) {
+	c, _, _ := cluster(t)
+	ctx := ctxT(t)
+	for _, m := range c.Members() {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		tr := &http.Transport{Protocols: &p}
+		t.Cleanup(tr.CloseIdleConnections)
+		sc := connect.NewClient[tenurev1.BatchRequest, tenurev1.BatchResponse](&http.Client{Transport: tr},
+			"http://"+m.Addr+wire.BatchStreamProcedure)
+		st := sc.CallBidiStream(ctx)
+		call := func(ops ...*tenurev1.BatchOp) ([]*tenurev1.BatchResult, error) {
+			if err := st.Send(&tenurev1.BatchRequest{Ops: ops}); err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			res, err := st.Receive()
+			return res.GetResults(), err
+		}
+		name := "jobs/stream-" + m.ID
+		r, err := call(batchAcquire(name, "me", 5*time.Second))
+		if err != nil || len(r) != 1 || r[0].GetAcquire().GetLease().GetToken() == 0 {
+			t.Fatalf("%s: first batch: %v, %v; want a grant", m.ID, r, err)
+		}
+		token := r[0].GetAcquire().GetLease().GetToken()
+		r, err = call(batchPut("k/"+name, name, token), batchPut("k/"+name, name, token+1000))
+		if err != nil || len(r) != 2 || r[0].GetPut().GetRevision() == 0 || !errors.Is(batchErr(r[1]), lease.ErrStaleToken) {
+			t.Fatalf("%s: second batch: %v, %v; want a write and a stale token", m.ID, r, err)
+		}
+		r, err = call(&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Release{Release: &tenurev1.ReleaseRequest{Name: name, Token: token}}})
+		if err != nil || len(r) != 1 || r[0].GetRelease() == nil {
+			t.Fatalf("%s: third batch: %v, %v; want a release", m.ID, r, err)
+		}
+		if _, err := call(); connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("%s: an empty batch: %v; want the stream ended with invalid_argument", m.ID, err)
+		}
+		st.CloseResponse()
 	}
 }

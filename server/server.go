@@ -112,6 +112,7 @@ func New(cfg Config) (*Server, error) {
 		connect.WithCodec(jsonCodec{}))
 	mux := http.NewServeMux()
 	mux.Handle(tenurev1connect.NewLeaseServiceHandler(&leaseService{s}, opts))
+	mux.Handle(wire.BatchStreamProcedure, connect.NewBidiStreamHandler(wire.BatchStreamProcedure, s.batchStream, opts))
 	mux.Handle(tenurev1connect.NewKVServiceHandler(&kvService{s}, opts))
 	mux.Handle(tenurev1connect.NewClusterServiceHandler(&clusterService{s}, opts))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
