@@ -18,13 +18,14 @@ func TestQuick(t *testing.T) {
 	}
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"-quick", "-duration", "1s", "-held-duration", "5s", "-idle-wait", "0s",
+	code := run([]string{"-quick", "-duration", "1s", "-held-duration", "5s", "-fleet-duration", "4s", "-idle-wait", "0s",
 		"-out", out, "-workdir", t.TempDir()}, &stdout, &stderr)
 	t.Log(stderr.String())
 	if code != 0 {
 		t.Fatalf("exit code %d, want 0", code)
 	}
-	for _, want := range []string{"Median ratio tenure/etcd", "| lock |", "Held leases", "Failover", "Memory per live lease"} {
+	for _, want := range []string{"Median ratio tenure/etcd", "| lock |", "Held leases", "Failover", "Memory per live lease",
+		"per-worker clients", "shared client", "Fleet:", "Latency floor", "Goals of issue 21"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
@@ -37,7 +38,7 @@ func TestQuick(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	if got, want := len(res.Throughput), 5*2; got != want {
+	if got, want := len(res.Throughput), 5*3; got != want {
 		t.Errorf("throughput cells: %d, want %d", got, want)
 	}
 	for _, c := range res.Throughput {
@@ -72,6 +73,37 @@ func TestQuick(t *testing.T) {
 	}
 	if len(res.Memory) != 1 || res.Memory[0].Etcd.RSS1 == 0 || res.Memory[0].Tenure.RSS1 == 0 {
 		t.Errorf("memory: %+v", res.Memory)
+	}
+	if len(res.Fleet) != 2 {
+		t.Errorf("fleet: %d cells, want 2 (1 and 3 nodes)", len(res.Fleet))
+	}
+	for _, c := range res.Fleet {
+		for _, m := range []struct {
+			sys system
+			m   fleetMeasure
+		}{{etcdSys, c.Etcd}, {tenureSys, c.Tenure}} {
+			// Each member holds its own connection(s): at least one
+			// server socket per member.
+			if m.m.Holding != c.Config.Members || m.m.Lost+m.m.LostInRamp+m.m.StartFailed != 0 ||
+				m.m.ServerCPU <= 0 || m.m.ClientCPU <= 0 || m.m.RSSPeak <= 0 || m.m.RSSEnd <= 0 || m.m.ConnsPerMember < 1 {
+				t.Errorf("fleet, %d node(s), %s: %+v", c.Config.Nodes, m.sys, m.m)
+			}
+		}
+	}
+	if f := res.Floor; f == nil || f.FsyncP50Us <= 0 || f.RTTP50Us <= 0 || f.CycleMs <= 0 {
+		t.Errorf("floor: %+v", f)
+	}
+	var floorGoal bool
+	for _, g := range res.Goals {
+		if g.Result != "PASS" && g.Result != "FAIL" && g.Result != "n/a" {
+			t.Errorf("goal %q: result %q", g.Goal, g.Result)
+		}
+		if strings.HasPrefix(g.Goal, "lock cycle, 3 nodes, 1 worker") {
+			floorGoal = true
+		}
+	}
+	if !floorGoal {
+		t.Errorf("no floor goal among %+v", res.Goals)
 	}
 	if _, err := os.Stat(filepath.Join(out, "chart.svg")); err != nil {
 		t.Error(err)

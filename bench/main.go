@@ -27,7 +27,11 @@ import (
 )
 
 // allWorkloads are the IDs -run accepts, in the order they run.
-var allWorkloads = []string{"lock", "contended", "grant", "renew", "write", "held", "failover", "memory"}
+var allWorkloads = []string{"lock", "contended", "grant", "renew", "write", "held", "fleet", "floor", "failover", "memory"}
+
+// standardWorkloads are what -standard runs: everything but held, which
+// the fleet replaces there.
+var standardWorkloads = "throughput,fleet,floor,failover,memory"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -45,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 2
 	}
+	raiseFileLimit()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	defer running.killAll()
@@ -73,6 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	s := &suite{cfg: cfg, bins: bins, root: root, log: stderr}
 	runErr := s.runAll(ctx, res)
 	running.killAll()
+	res.Goals = computeGoals(res)
 	if runErr != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", runErr)
 		if ctx.Err() != nil {
@@ -111,8 +117,10 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 	}
 	var (
 		quick    = fs.Bool("quick", false, "smoke run: 1 round, short durations, small counts (flags given explicitly still win)")
+		standard = fs.Bool("standard", false, "the standard run: every goal of issue 21 in under 20 minutes on 2 cores, with a goals table (flags given explicitly still win)")
 		runList  = fs.String("run", "all", "workloads, comma-separated: "+strings.Join(allWorkloads, ",")+"; 'throughput' = lock,contended,grant,renew,write; 'all'")
-		configs  = fs.String("configs", "1x16,3x16,3x1", "throughput configurations, NODESxWORKERS, comma-separated")
+		configs  = fs.String("configs", "1x16,3x16,3x1,1x64,3x64,1x16:shared,3x16:shared,3x1:shared", "throughput configurations, NODESxWORKERS[:per-worker|:shared], comma-separated")
+		clients  = fs.String("clients", string(perWorker), "client mode of configurations that name none: per-worker (every worker its own client and connections) or shared (one client for all workers)")
 		rounds   = fs.Int("rounds", 3, "rounds of each workload on each system")
 		duration = fs.Duration("duration", 10*time.Second, "measured time of one throughput workload on one system in one round")
 		warmup   = fs.Duration("warmup", time.Second, "unmeasured time before each throughput measurement")
@@ -120,6 +128,10 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 		perSess  = fs.Int("held-leases", 100, "held leases: leases per session")
 		heldDur  = fs.Duration("held-duration", time.Minute, "held leases: how long they are held and measured")
 		heldN    = fs.String("held-nodes", "1,3", "held leases: cluster sizes")
+		fleetN   = fs.String("fleet-nodes", "1,3", "fleet: cluster sizes")
+		fleetM   = fs.String("fleet-members", "10000,1000", "fleet: members on each cluster size of -fleet-nodes, in its order (one number: all)")
+		fleetD   = fs.String("fleet-duration", "5m", "fleet: how long the members hold their leases, measured, on each cluster size of -fleet-nodes (one duration: all)")
+		fleetR   = fs.Float64("fleet-rate", 200, "fleet: members started per second (the ramp)")
 		trials   = fs.Int("failover-trials", 7, "failover: trials on each system")
 		memN     = fs.String("memory-leases", "100000,1000000", "memory: numbers of live leases")
 		idleMax  = fs.Float64("idle-max", 0.25, "the machine counts as idle when other processes use at most this many cores")
@@ -135,15 +147,18 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 	if fs.NArg() > 0 {
 		return config{}, output{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if *quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		def := func(name string, apply func()) {
-			if !set[name] {
-				apply()
-			}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	def := func(name string, apply func()) {
+		if !set[name] {
+			apply()
 		}
-		def("configs", func() { *configs = "1x4,3x2" })
+	}
+	if *quick && *standard {
+		return config{}, output{}, errors.New("-quick and -standard exclude each other")
+	}
+	if *quick {
+		def("configs", func() { *configs = "1x4,3x1,1x4:shared" })
 		def("rounds", func() { *rounds = 1 })
 		def("duration", func() { *duration = 2 * time.Second })
 		def("warmup", func() { *warmup = 300 * time.Millisecond })
@@ -154,9 +169,26 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 		def("failover-trials", func() { *trials = 1 })
 		def("memory-leases", func() { *memN = "2000" })
 		def("idle-wait", func() { *idleWait = 2 * time.Second })
+		def("fleet-members", func() { *fleetM = "40,20" })
+		def("fleet-duration", func() { *fleetD = "5s" })
+		def("fleet-rate", func() { *fleetR = 100 })
+	}
+	if *standard {
+		// Sized to finish in under 20 minutes on 2 cores; see
+		// docs/benchmarks.md. The fleet holds for less than the goal's 5
+		// minutes, and memory is measured at 100,000 leases, not 1M.
+		def("run", func() { *runList = standardWorkloads })
+		def("configs", func() { *configs = "1x16,1x64,3x16,3x64,3x1,1x16:shared,3x16:shared" })
+		def("rounds", func() { *rounds = 1 })
+		def("duration", func() { *duration = 3 * time.Second })
+		def("warmup", func() { *warmup = 500 * time.Millisecond })
+		def("fleet-duration", func() { *fleetD = "1m" })
+		def("failover-trials", func() { *trials = 3 })
+		def("memory-leases", func() { *memN = "100000" })
+		def("idle-wait", func() { *idleWait = 5 * time.Second })
 	}
 	cfg := config{Rounds: *rounds, Duration: dur(*duration), Warmup: dur(*warmup), Trials: *trials, Keep: *keep,
-		Idle: idleSetting{MaxOther: *idleMax, Wait: dur(*idleWait)}}
+		Idle: idleSetting{MaxOther: *idleMax, Wait: dur(*idleWait)}, Standard: *standard}
 	for f := range strings.SplitSeq(*runList, ",") {
 		switch f = strings.TrimSpace(f); f {
 		case "all":
@@ -170,8 +202,11 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 			cfg.Run = append(cfg.Run, f)
 		}
 	}
-	var err error
-	if cfg.Configs, err = parseTopologies(*configs); err != nil {
+	mode, err := parseClientMode(*clients)
+	if err != nil {
+		return cfg, output{}, fmt.Errorf("-clients: %w", err)
+	}
+	if cfg.Configs, err = parseTopologies(*configs, mode); err != nil {
 		return cfg, output{}, fmt.Errorf("-configs: %w", err)
 	}
 	if cfg.HeldN, err = parseInts(*heldN); err != nil {
@@ -184,6 +219,9 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 	}
 	if cfg.MemoryN, err = parseInts(*memN); err != nil {
 		return cfg, output{}, fmt.Errorf("-memory-leases: %w", err)
+	}
+	if cfg.Fleet, err = parseFleet(*fleetN, *fleetM, *fleetD, *fleetR); err != nil {
+		return cfg, output{}, err
 	}
 	cfg.Held = heldConfig{Sessions: *sessions, LeasesPerSession: *perSess, Duration: *heldDur,
 		DurationS: heldDur.Seconds(), SetupWorkers: 64}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -172,3 +173,34 @@ func sampleIdle(ctx context.Context, pids []int, window time.Duration, maxOther 
 
 // quietLogger keeps the etcd client's logs out of the report.
 func quietLogger() *zap.Logger { return zap.NewNop() }
+
+// fileLimit returns this process's soft limit of open files.
+func fileLimit() (uint64, error) {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		return 0, err
+	}
+	return r.Cur, nil
+}
+
+// raiseFileLimit lifts the limit of open files as far as it may (root:
+// up to fs.nr_open; others: up to the hard limit), so that a fleet of
+// thousands of clients fits; the servers it starts inherit it. It
+// returns the soft limit in force afterwards.
+func raiseFileLimit() uint64 {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		return 0
+	}
+	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && n > r.Max {
+			if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n}) == nil {
+				return n
+			}
+		}
+	}
+	if r.Cur < r.Max && syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: r.Max, Max: r.Max}) == nil {
+		return r.Max
+	}
+	return r.Cur
+}

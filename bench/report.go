@@ -24,6 +24,9 @@ type results struct {
 	Held       []*heldCell       `json:"held,omitempty"`
 	Failover   *failoverResult   `json:"failover,omitempty"`
 	Memory     []*memoryCell     `json:"memory,omitempty"`
+	Fleet      []*fleetCell      `json:"fleet,omitempty"`
+	Floor      *floorResult      `json:"floor,omitempty"`
+	Goals      []goal            `json:"goals,omitempty"`
 }
 
 func (r *results) noteIdle(c idleCheck) {
@@ -165,6 +168,28 @@ type memoryCell struct {
 	Ratio float64 `json:"ratio"`
 }
 
+// fleetCell is the fleet on one cluster size.
+type fleetCell struct {
+	Config fleetConfig  `json:"config"`
+	Idle   idleCheck    `json:"idle"`
+	Etcd   fleetMeasure `json:"etcd"`
+	Tenure fleetMeasure `json:"tenure"`
+	// CPURatio is tenure's server CPU seconds during the hold over
+	// etcd's, RSSRatio its peak server RSS over etcd's: below 1, tenure
+	// uses less.
+	CPURatio float64 `json:"cpu_ratio"`
+	RSSRatio float64 `json:"rss_ratio"`
+}
+
+func (c *fleetCell) summarize() {
+	if c.Etcd.ServerCPU > 0 {
+		c.CPURatio = c.Tenure.ServerCPU / c.Etcd.ServerCPU
+	}
+	if c.Etcd.RSSPeak > 0 {
+		c.RSSRatio = float64(c.Tenure.RSSPeak) / float64(c.Etcd.RSSPeak)
+	}
+}
+
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
@@ -217,6 +242,42 @@ func writeTable(w io.Writer, r *results) {
 		}
 		tw.Flush()
 	}
+	if len(r.Fleet) > 0 {
+		fmt.Fprintf(w, "\nFleet: members each with a client of its own holding one lease (TTL 10s); CPU and RSS ratio = tenure/etcd, below 1 means tenure uses less\n\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "nodes\tsystem\tmembers\tramp s\thold\tholding\tlost\tlost in ramp\tnot started\tserver CPU s\tclient CPU s\tRSS peak MB\tRSS end MB\tconns/member\tmachine\t")
+		for _, c := range r.Fleet {
+			for _, x := range []struct {
+				sys system
+				m   fleetMeasure
+			}{{etcdSys, c.Etcd}, {tenureSys, c.Tenure}} {
+				m := x.m
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%.1f\t%s\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.0f\t%.0f\t%.2f\t%s\t\n",
+					c.Config.Nodes, x.sys, m.Members, m.RampS, time.Duration(c.Config.Hold), m.Holding, m.Lost, m.LostInRamp, m.StartFailed,
+					m.ServerCPU, m.ClientCPU, mb(m.RSSPeak), mb(m.RSSEnd), m.ConnsPerMember, idleWord(c.Idle))
+			}
+			fmt.Fprintf(tw, "%d\tratio\t\t\t\t\t\t\t\t%.2f\t\t%.2f\t\t\t\t\n", c.Config.Nodes, c.CPURatio, c.RSSRatio)
+		}
+		tw.Flush()
+		for _, c := range r.Fleet {
+			for _, x := range []struct {
+				sys system
+				m   fleetMeasure
+			}{{etcdSys, c.Etcd}, {tenureSys, c.Tenure}} {
+				if x.m.StartErr != "" {
+					fmt.Fprintf(w, "fleet, %d node(s), %s: first start error: %s\n", c.Config.Nodes, x.sys, x.m.StartErr)
+				}
+				if x.m.Note != "" {
+					fmt.Fprintf(w, "fleet, %d node(s), %s: %s\n", c.Config.Nodes, x.sys, x.m.Note)
+				}
+			}
+		}
+	}
+	if f := r.Floor; f != nil {
+		fmt.Fprintf(w, "\nLatency floor (%d samples each, %s): fdatasync of a 64-byte append p50 %.0f us (p99 %.0f), loopback TCP round trip p50 %.0f us (p99 %.0f)\n",
+			f.Samples, idleWord(f.Idle), f.FsyncP50Us, f.FsyncP99Us, f.RTTP50Us, f.RTTP99Us)
+		fmt.Fprintf(w, "one commit on 3 nodes = fdatasync + 2 round trips = %.0f us; lock cycle (3 commits) = %.2f ms\n", f.CommitUs, f.CycleMs)
+	}
 	if f := r.Failover; f != nil {
 		fmt.Fprintf(w, "\nFailover, 3 nodes, SIGKILL of the leader (seconds from the kill; ratio = tenure/etcd, below 1 means tenure is faster)\n\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -238,6 +299,7 @@ func writeTable(w io.Writer, r *results) {
 		}
 		tw.Flush()
 	}
+	writeGoals(w, r.Goals)
 }
 
 // writeRatioTable prints the median ratios with workloads as rows and

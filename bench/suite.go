@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,17 +14,19 @@ import (
 
 // config is what one run of the suite measures.
 type config struct {
-	Run      []string    `json:"run"`
-	Configs  []topology  `json:"configs"`
-	Rounds   int         `json:"rounds"`
-	Duration dur         `json:"duration"`
-	Warmup   dur         `json:"warmup"`
-	Held     heldConfig  `json:"held"`
-	HeldN    []int       `json:"held_nodes"`
-	Trials   int         `json:"failover_trials"`
-	MemoryN  []int       `json:"memory_leases"`
-	Idle     idleSetting `json:"idle"`
-	Keep     bool        `json:"-"`
+	Run      []string      `json:"run"`
+	Configs  []topology    `json:"configs"`
+	Rounds   int           `json:"rounds"`
+	Duration dur           `json:"duration"`
+	Warmup   dur           `json:"warmup"`
+	Held     heldConfig    `json:"held"`
+	HeldN    []int         `json:"held_nodes"`
+	Trials   int           `json:"failover_trials"`
+	MemoryN  []int         `json:"memory_leases"`
+	Fleet    []fleetConfig `json:"fleet"`
+	Standard bool          `json:"standard"`
+	Idle     idleSetting   `json:"idle"`
+	Keep     bool          `json:"-"`
 }
 
 // idleSetting is when the machine counts as idle before a round.
@@ -46,10 +49,34 @@ func (d *dur) UnmarshalText(b []byte) error {
 	return err
 }
 
-// topology is a cluster size and a number of concurrent workers.
+// clientMode is how the workers of a throughput measurement reach the
+// cluster.
+type clientMode string
+
+const (
+	// perWorker: every worker has a client of its own (tenure: a
+	// client.Client; etcd: a clientv3.Client), and with it its own
+	// connections, as when every worker is a process of its own.
+	perWorker clientMode = "per-worker"
+	// shared: one client per system, shared by all workers, whose library
+	// may fold concurrent calls into one request.
+	shared clientMode = "shared"
+)
+
+func parseClientMode(s string) (clientMode, error) {
+	switch m := clientMode(s); m {
+	case perWorker, shared:
+		return m, nil
+	}
+	return "", fmt.Errorf("bad client mode %q: want %s or %s", s, perWorker, shared)
+}
+
+// topology is a cluster size, a number of concurrent workers and how they
+// share clients.
 type topology struct {
-	Nodes   int `json:"nodes"`
-	Workers int `json:"workers"`
+	Nodes   int        `json:"nodes"`
+	Workers int        `json:"workers"`
+	Clients clientMode `json:"clients"`
 }
 
 func (t topology) String() string {
@@ -61,20 +88,92 @@ func (t topology) String() string {
 	if t.Nodes == 1 {
 		n = "node"
 	}
-	return fmt.Sprintf("%d %s, %d %s", t.Nodes, n, t.Workers, w)
+	c := "per-worker clients"
+	if t.Clients == shared {
+		c = "shared client"
+	}
+	return fmt.Sprintf("%d %s, %d %s, %s", t.Nodes, n, t.Workers, w, c)
 }
 
-// parseTopologies reads "1x16,3x16,3x1" (nodes x workers).
-func parseTopologies(s string) ([]topology, error) {
+// parseTopologies reads "1x16,3x16,3x1:shared" (nodes x workers, and the
+// client mode after a colon; def when none is given).
+func parseTopologies(s string, def clientMode) ([]topology, error) {
 	var out []topology
 	for f := range strings.SplitSeq(s, ",") {
-		a, b, ok := strings.Cut(strings.TrimSpace(f), "x")
+		f = strings.TrimSpace(f)
+		spec, mode, hasMode := strings.Cut(f, ":")
+		a, b, ok := strings.Cut(spec, "x")
 		n, err1 := strconv.Atoi(a)
 		w, err2 := strconv.Atoi(b)
 		if !ok || err1 != nil || err2 != nil || (n != 1 && n != 3) || w < 1 {
-			return nil, fmt.Errorf("bad configuration %q: want NODESxWORKERS with 1 or 3 nodes, e.g. 3x16", f)
+			return nil, fmt.Errorf("bad configuration %q: want NODESxWORKERS with 1 or 3 nodes, e.g. 3x16 or 3x16:shared", f)
 		}
-		out = append(out, topology{n, w})
+		m := def
+		if hasMode {
+			var err error
+			if m, err = parseClientMode(mode); err != nil {
+				return nil, fmt.Errorf("configuration %q: %w", f, err)
+			}
+		}
+		out = append(out, topology{n, w, m})
+	}
+	return out, nil
+}
+
+// parseFleet reads the fleet's flags: cluster sizes, and for each the
+// members and the hold (one value: the same for all), and the rate at
+// which members start.
+func parseFleet(nodes, members, holds string, rate float64) ([]fleetConfig, error) {
+	ns, err := parseInts(nodes)
+	if err != nil {
+		return nil, fmt.Errorf("-fleet-nodes: %w", err)
+	}
+	ms, err := parseInts(members)
+	if err != nil {
+		return nil, fmt.Errorf("-fleet-members: %w", err)
+	}
+	var ds []time.Duration
+	for f := range strings.SplitSeq(holds, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("-fleet-duration: bad duration %q", f)
+		}
+		ds = append(ds, d)
+	}
+	if rate <= 0 {
+		return nil, errors.New("-fleet-rate must be positive")
+	}
+	pick := func(flag string, n int) (int, error) {
+		switch n {
+		case 1:
+			return 0, nil
+		case len(ns):
+			return -1, nil
+		}
+		return 0, fmt.Errorf("%s: %d values for %d cluster sizes: give one, or one per size", flag, n, len(ns))
+	}
+	mi, err := pick("-fleet-members", len(ms))
+	if err != nil {
+		return nil, err
+	}
+	di, err := pick("-fleet-duration", len(ds))
+	if err != nil {
+		return nil, err
+	}
+	var out []fleetConfig
+	for i, n := range ns {
+		if n != 1 && n != 3 {
+			return nil, fmt.Errorf("-fleet-nodes: %d nodes: want 1 or 3", n)
+		}
+		m, d := ms[0], ds[0]
+		if mi < 0 {
+			m = ms[i]
+		}
+		if di < 0 {
+			d = ds[i]
+		}
+		ramp := time.Duration(float64(m) / rate * float64(time.Second))
+		out = append(out, fleetConfig{Nodes: n, Members: m, Ramp: dur(ramp), Hold: dur(d)})
 	}
 	return out, nil
 }
@@ -127,11 +226,21 @@ func (s *suite) idle(ctx context.Context, pids []int) idleCheck {
 
 // runAll runs every workload the configuration asks for.
 func (s *suite) runAll(ctx context.Context, res *results) error {
+	if s.wants("floor") {
+		if err := s.runFloor(ctx, res); err != nil {
+			return err
+		}
+	}
 	if err := s.runThroughput(ctx, res); err != nil {
 		return err
 	}
 	if s.wants("held") {
 		if err := s.runHeld(ctx, res); err != nil {
+			return err
+		}
+	}
+	if s.wants("fleet") {
+		if err := s.runFleets(ctx, res); err != nil {
 			return err
 		}
 	}
@@ -184,6 +293,8 @@ func (s *suite) runThroughput(ctx context.Context, res *results) error {
 }
 
 func (s *suite) throughputOn(ctx context.Context, res *results, topo topology, wls []workload, ec, tc *cluster) error {
+	// In shared mode every worker uses these two clients; per worker,
+	// each worker gets clients of its own (see ownClients).
 	eclient, err := ec.etcdClient()
 	if err != nil {
 		return err
@@ -214,11 +325,15 @@ func (s *suite) throughputOn(ctx context.Context, res *results, topo topology, w
 				switch sys {
 				case etcdSys:
 					m, err = runWorkers(ctx, topo.Workers, time.Duration(s.cfg.Warmup), time.Duration(s.cfg.Duration), ec.pids(),
-						func(ctx context.Context, n int) (worker, error) { return w.setupEtcd(ctx, t, n) })
+						func(ctx context.Context, n int) (worker, error) {
+							return withClients(ctx, topo.Clients, t, ec, n, w.setupEtcd)
+						})
 					round.Etcd = m
 				case tenureSys:
 					m, err = runWorkers(ctx, topo.Workers, time.Duration(s.cfg.Warmup), time.Duration(s.cfg.Duration), tc.pids(),
-						func(ctx context.Context, n int) (worker, error) { return w.setupTenure(ctx, t, n) })
+						func(ctx context.Context, n int) (worker, error) {
+							return withClients(ctx, topo.Clients, t, tc, n, w.setupTenure)
+						})
 					round.Tenure = m
 				}
 				if err != nil {
@@ -325,3 +440,58 @@ func (s *suite) runMemories(ctx context.Context, res *results) error {
 	}
 	return nil
 }
+
+// runFloor measures the latency floor on the file system of the data
+// directories, before any server runs.
+func (s *suite) runFloor(ctx context.Context, res *results) error {
+	ic := s.idle(ctx, nil)
+	res.noteIdle(ic)
+	f, err := measureFloor(ctx, s.root)
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	f.Idle = ic
+	s.logf("floor: fdatasync p50 %.0fus p99 %.0fus, loopback round trip p50 %.0fus p99 %.0fus; commit %.0fus, lock cycle %.2fms",
+		f.FsyncP50Us, f.FsyncP99Us, f.RTTP50Us, f.RTTP99Us, f.CommitUs, f.CycleMs)
+	res.Floor = &f
+	return nil
+}
+
+// runFleets runs the fleet on each cluster size, once on each system,
+// each on a fresh cluster.
+func (s *suite) runFleets(ctx context.Context, res *results) error {
+	for i, fc := range s.cfg.Fleet {
+		ic := s.idle(ctx, nil)
+		res.noteIdle(ic)
+		cell := &fleetCell{Config: fc, Idle: ic}
+		for _, sys := range order(i) {
+			s.logf("fleet, %d node(s), %s: %d members, each its own client, started over %s, held for %s",
+				fc.Nodes, sys, fc.Members, time.Duration(fc.Ramp).Round(100*time.Millisecond), time.Duration(fc.Hold))
+			cl, err := startCluster(ctx, sys, s.bins, s.root, fc.Nodes, nil)
+			if err != nil {
+				return err
+			}
+			m, err := runFleet(ctx, cl, fc)
+			if m.Note != "" {
+				s.logf("fleet %s: warning: %s", sys, m.Note)
+			}
+			cl.close(s.cfg.Keep)
+			if err != nil {
+				return fmt.Errorf("fleet on %s, %d node(s): %w", sys, fc.Nodes, err)
+			}
+			s.logf("fleet %-6s %d/%d holding, lost %d (in ramp %d), start failed %d %s; server CPU %.2fs, RSS peak %.0f MB end %.0f MB, client CPU %.2fs, %.2f connections per member (ramp %.1fs)",
+				sys, m.Holding, m.Members, m.Lost, m.LostInRamp, m.StartFailed, m.StartErr, m.ServerCPU,
+				mb(m.RSSPeak), mb(m.RSSEnd), m.ClientCPU, m.ConnsPerMember, m.RampS)
+			if sys == etcdSys {
+				cell.Etcd = m
+			} else {
+				cell.Tenure = m
+			}
+		}
+		cell.summarize()
+		res.Fleet = append(res.Fleet, cell)
+	}
+	return nil
+}
+
+func mb(b int64) float64 { return float64(b) / 1e6 }

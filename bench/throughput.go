@@ -185,6 +185,44 @@ var workloads = []workload{
 	},
 }
 
+// withClients sets up worker w with the shared clients in t, or, per
+// worker, with a client of cl's system of its own (every node's address,
+// as the shared one), closed after the worker's own cleanup.
+func withClients(ctx context.Context, mode clientMode, t targets, cl *cluster, w int,
+	setup func(ctx context.Context, t targets, w int) (worker, error)) (worker, error) {
+	if mode == shared {
+		return setup(ctx, t, w)
+	}
+	var closeClient func() error
+	switch cl.sys {
+	case etcdSys:
+		c, err := cl.etcdClient()
+		if err != nil {
+			return worker{}, err
+		}
+		t.etcd, t.tenure, closeClient = c, nil, c.Close
+	case tenureSys:
+		c, err := cl.tenureClient()
+		if err != nil {
+			return worker{}, err
+		}
+		t.etcd, t.tenure, closeClient = nil, c, c.Close
+	}
+	wk, err := setup(ctx, t, w)
+	if err != nil {
+		closeClient()
+		return worker{}, err
+	}
+	inner := wk.cleanup
+	wk.cleanup = func(ctx context.Context) {
+		if inner != nil {
+			inner(ctx)
+		}
+		closeClient()
+	}
+	return wk, nil
+}
+
 // errNotOwner is a fenced etcd write whose ownership check failed.
 var errNotOwner = errors.New("bench: etcd txn: mutex no longer owned")
 
