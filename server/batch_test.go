@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/internal/wire"
 	"github.com/tenure-io/tenure/lease"
+	"github.com/tenure-io/tenure/server"
 )
 
 func batchAcquire(name, holder string, ttl time.Duration) *tenurev1.BatchOp {
@@ -152,5 +155,62 @@ func TestBatchStreamServesEachMessage(t *testing.T) {
 			t.Errorf("%s: an empty batch: %v; want the stream ended with invalid_argument", m.ID, err)
 		}
 		st.CloseResponse()
+	}
+}
+
+// putNode is a leader that applies every put at revision 1.
+type putNode struct{ server.Node }
+
+func (putNode) ID() string                      { return "n1" }
+func (putNode) IsLeader() bool                  { return true }
+func (putNode) Leader() (string, string, error) { return "n1", "", nil }
+func (putNode) ClusterID() string               { return "" }
+func (putNode) Limits() lease.Limits            { return lease.DefaultLimits() }
+func (putNode) Do(_ context.Context, ops ...lease.Op) ([]lease.Result, error) {
+	res := make([]lease.Result, len(ops))
+	for i := range res {
+		res[i].Revision = 1
+	}
+	return res, nil
+}
+
+// A graceful shutdown ends the BatchStreams that clients keep open
+// between batches, rather than waiting for them until its timeout, and
+// tells each client that nothing after its last answer was served
+// (unavailable, a wire error: safe to send elsewhere).
+func TestShutdownEndsIdleBatchStreams(t *testing.T) {
+	srv, err := server.New(server.Config{Node: putNode{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := server.NewHTTPServer(ln.Addr().String(), srv.Handler())
+	hs.RegisterOnShutdown(srv.EndBatchStreams)
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+
+	ctx := ctxT(t)
+	sc := connect.NewClient[tenurev1.BatchRequest, tenurev1.BatchResponse](h2c(t),
+		"http://"+ln.Addr().String()+wire.BatchStreamProcedure)
+	st := sc.CallBidiStream(ctx)
+	defer st.CloseResponse()
+	if err := st.Send(&tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{batchPut("k", "l", 1)}}); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if res, err := st.Receive(); err != nil || res.GetResults()[0].GetPut().GetRevision() != 1 {
+		t.Fatalf("first batch: %v, %v; want revision 1", res, err)
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown with an idle batch stream open: %v; want it ended, not waited for", err)
+	}
+	_, err = st.Receive()
+	if connect.CodeOf(err) != connect.CodeUnavailable || !connect.IsWireError(err) {
+		t.Errorf("the ended stream: %v; want unavailable from the server", err)
 	}
 }
