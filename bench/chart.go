@@ -20,7 +20,7 @@ func writeChart(w io.Writer, r *results) error {
 		}
 	}
 	const (
-		left, right, top = 330.0, 40.0, 60.0
+		left, right, top = 400.0, 40.0, 60.0
 		plotW            = 520.0
 		barH, gap        = 16.0, 10.0
 	)

@@ -112,8 +112,11 @@ func newTransport(dialTimeout time.Duration, tlsCfg *tls.Config) *http.Transport
 	p.SetHTTP2(true)
 	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		Protocols:       &p,
-		TLSClientConfig: tlsCfg,
+		Protocols: &p,
+		// A copy: a Transport sets NextProtos on its TLS config in place,
+		// and the batch transport's HTTP/1.1 must not offer h2 because
+		// the other transport made the first call.
+		TLSClientConfig: tlsCfg.Clone(),
 		DialContext:     d.DialContext,
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout: 10 * time.Second,

@@ -36,17 +36,7 @@ func TestTLSClusterWithAuth(t *testing.T) {
 	if r := cliEnv(t, nil, "certs", "init", certs, "--members", "n1"); r.code != 1 || !strings.Contains(r.stderr, "exists") {
 		t.Fatalf("certs init over existing files: %v, want exit 1 and a refusal", r)
 	}
-	token := func(name string, roles ...string) string {
-		args := []string{"auth", "token", name, "--file", authFile}
-		for _, r := range roles {
-			args = append(args, "--role", r)
-		}
-		r := cliEnv(t, nil, args...)
-		if r.code != 0 || !strings.HasPrefix(r.stdout, "tnr_") {
-			t.Fatalf("auth token %s: %v", name, r)
-		}
-		return strings.TrimSpace(r.stdout)
-	}
+	token := func(name string, roles ...string) string { return authToken(t, authFile, name, roles...) }
 	opsTok, appTok, otherTok := token("ops", "admin"), token("app", "hold:jobs/", "read:"), token("other", "hold:jobs/", "read:")
 	if data, _ := os.ReadFile(authFile); bytes.Contains(data, []byte(appTok)) {
 		t.Fatal("the auth file holds a token, not its hash")
@@ -190,19 +180,27 @@ func TestTLSClusterWithAuth(t *testing.T) {
 		return nil
 	})
 
-	// Revoke other's token: remove it from the file, SIGHUP the members.
-	data, err := os.ReadFile(authFile)
-	if err != nil {
-		t.Fatal(err)
+	// Revoke other's token by its ID (tenure auth list, tenure auth
+	// revoke), then SIGHUP the members.
+	r = cliEnv(t, nil, "auth", "list", "-o", "json", "--file", authFile)
+	var otherID string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var e struct {
+			Principal string   `json:"principal"`
+			TokenIDs  []string `json:"token_ids"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("auth list -o json: %q: %v", line, err)
+		}
+		if e.Principal == "other" && len(e.TokenIDs) == 1 {
+			otherID = e.TokenIDs[0]
+		}
 	}
-	var f struct {
-		Principals map[string]json.RawMessage `json:"principals"`
+	if r.code != 0 || otherID == "" {
+		t.Fatalf("auth list: %v; want one token ID for other", r)
 	}
-	json.Unmarshal(data, &f)
-	delete(f.Principals, "other")
-	data, _ = json.Marshal(f)
-	if err := os.WriteFile(authFile, data, 0o600); err != nil {
-		t.Fatal(err)
+	if r := cliEnv(t, nil, "auth", "revoke", otherID, "--file", authFile); r.code != 0 {
+		t.Fatalf("auth revoke %s: %v", otherID, r)
 	}
 	if r := cliEnv(t, append(as(otherTok), "TENURE_ENDPOINTS="+strings.Join(survivors, ",")), "list"); r.code != 0 {
 		t.Fatalf("other lists before the reload: %v", r)
@@ -227,4 +225,19 @@ func TestTLSClusterWithAuth(t *testing.T) {
 	if !strings.Contains(n1.log.String()+n2.log.String()+n3.log.String(), "refused a request") {
 		t.Error("no member logged a refusal")
 	}
+}
+
+// authToken makes a token of principal name with roles in the auth file
+// with tenure auth token, and returns it.
+func authToken(t *testing.T, file, name string, roles ...string) string {
+	t.Helper()
+	args := []string{"auth", "token", name, "--file", file}
+	for _, r := range roles {
+		args = append(args, "--role", r)
+	}
+	r := cliEnv(t, nil, args...)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "tnr_") {
+		t.Fatalf("auth token %s: %v", name, r)
+	}
+	return strings.TrimSpace(r.stdout)
 }

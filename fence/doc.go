@@ -25,8 +25,13 @@
 //     language calls as the first statement of a transaction, its schema
 //     installer (also `tenure fence install --postgres URL`), and a Go
 //     helper that runs a function in a fenced transaction (pgx v5).
+//   - fence/mysqlfence: the same for MySQL and MariaDB, a stored
+//     procedure tenure_fence(resource, token) called first in a
+//     transaction (`tenure fence install --mysql DSN`), and its Go helper
+//     (go-sql-driver/mysql).
 //   - fence/redisfence: Lua scripts that check the fence and write (SET,
-//     HSET, DEL, or a script body of your own) in one step (go-redis v9).
+//     HSET, DEL, a fenced GET, or a script body of your own) in one step,
+//     shipped as files for any language (go-redis v9).
 //   - fence/filefence: files in a directory replaced atomically under a
 //     lock, only when the token passes.
 //   - fence/httpfence: net/http middleware and a Connect interceptor that
@@ -38,6 +43,10 @@
 // (a token given to a script in $TENURE_TOKEN, say). This package imports
 // nothing of tenure's client, so fencing needs no dependency on it.
 //
-// See docs/fencing.md for how to fence each store, and stores with
-// conditional writes of their own.
+// A read-modify-write is safe only when its read is fenced too, or read
+// and write share one fenced transaction: pgfence and mysqlfence have
+// ReadModifyWrite, redisfence and filefence Update and a fenced read, and
+// httpfence fences every request sent with the headers, reads included.
+// See docs/fencing.md for how to fence each
+// store, and stores with conditional writes of their own.
 package fence

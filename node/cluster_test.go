@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -709,5 +710,68 @@ func TestJoinDemotesAVoterThatLostItsLog(t *testing.T) {
 	}
 	if !suffrage() {
 		t.Fatalf("a join of a member that kept its log demoted it")
+	}
+}
+
+// The promoter makes a non-voter a voter only once it says it votes: a
+// member promoted while it still refuses to vote (catching up) counts
+// toward the quorum, and once the leader steps down nobody can be
+// elected (seen under load: a joiner promoted with an empty log, and the
+// cluster without a leader from then on).
+func TestPromoterWaitsForTheNonVoterToVote(t *testing.T) {
+	var (
+		target atomic.Value // the API address said to be catching up
+		asked  atomic.Int64 // how often the leader asked about it
+	)
+	target.Store("")
+	c := newCluster(t, func(cfg *node.Config) {
+		inner := cfg.PeerProgress
+		cfg.PeerProgress = func(ctx context.Context, addr string) (node.PeerProgress, error) {
+			p, err := inner(ctx, addr)
+			if addr == target.Load().(string) {
+				p.CatchingUp = true
+				asked.Add(1)
+			}
+			return p, err
+		}
+	})
+	ctx := within(t, 20*time.Second)
+	var l, f *testcluster.Member
+	for {
+		l = c.Leader()
+		f = c.others(l)[0]
+		target.Store("api-" + f.ID)
+		_, err := l.Node.Join(ctx, node.JoinRequest{ID: f.ID, RaftAddr: f.Node.RaftAddr(), APIAddr: "api-" + f.ID, CatchingUp: true})
+		if err == nil {
+			break
+		}
+		if !(errors.Is(err, node.ErrNotLeader) || errors.Is(err, node.ErrIndeterminate)) || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+	}
+	voter := func() bool {
+		for _, m := range c.Leader().Node.Status().Members {
+			if m.ID == f.ID {
+				return m.Voter
+			}
+		}
+		return false
+	}
+	// Five looks of the promoter while f says it is catching up.
+	for asked.Load() < 5 && !voter() {
+		if ctx.Err() != nil {
+			t.Fatalf("the promoter asked about %s %d times", f.ID, asked.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if voter() {
+		t.Fatalf("%s was promoted while it said it was catching up", f.ID)
+	}
+	target.Store("")
+	for !voter() {
+		if ctx.Err() != nil {
+			t.Fatalf("%s was not promoted once it voted", f.ID)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -83,11 +83,13 @@ type Config struct {
 	// node acknowledged. Only the fault harness sets it, as a negative
 	// control. Default false.
 	FaultSkipFsync bool
-	// PeerApplied returns the applied index of the node whose client API
-	// is at apiAddr. The promoter uses it to decide when a non-voter has
-	// caught up. If nil, non-voters are promoted as soon as they answer
-	// raft heartbeats for one promotion interval.
-	PeerApplied func(ctx context.Context, apiAddr string) (uint64, error)
+	// PeerProgress returns how far the node whose client API is at
+	// apiAddr has come, as it says itself. The promoter uses it to decide
+	// when a non-voter has caught up: it has applied (nearly) all of the
+	// leader's log and no longer refuses to vote. If nil, non-voters are
+	// promoted as soon as they answer raft heartbeats for one promotion
+	// interval.
+	PeerProgress func(ctx context.Context, apiAddr string) (PeerProgress, error)
 
 	// Logger receives the node's structured logs. Default slog.Default().
 	Logger *slog.Logger
@@ -160,4 +162,14 @@ func (c *Config) MinTTL() time.Duration {
 		m = e
 	}
 	return m
+}
+
+// PeerProgress is how far a member has come, as its Status says.
+type PeerProgress struct {
+	// Applied is its applied index.
+	Applied uint64
+	// CatchingUp is set while it does not vote: it joined without raft
+	// state it can vouch for and its log has not reached its catch-up
+	// index.
+	CatchingUp bool
 }

@@ -52,13 +52,66 @@ func (w *Watch) Err() error {
 	return w.sub.err
 }
 
-// Cancel ends the watch.
-func (w *Watch) Cancel() { w.hub.remove(w.sub, nil) }
+// Cancel ends the watch; events not yet received are dropped.
+func (w *Watch) Cancel() {
+	w.hub.remove(w.sub, nil)
+	w.sub.stopOnce.Do(func() { close(w.sub.stop) })
+}
 
+// A subscriber's events wait in queue, which grows only as far as they
+// come in (a watch that sees nothing costs a goroutine and no buffer;
+// thousands of quiet watches stay cheap), up to the hub's bufSize, past
+// which the watch has lagged. Its pump goroutine moves them to ch.
 type subscriber struct {
 	prefix string
 	ch     chan WatchEvent
-	err    error
+	wake   chan struct{} // a token when queue grew or the watch ended
+	stop   chan struct{} // closed by Cancel: the pump quits at once
+	// stopOnce guards closing stop.
+	stopOnce sync.Once
+
+	// hub.mu:
+	queue []WatchEvent
+	ended bool // removed: deliver what is queued, then close ch
+	err   error
+}
+
+func (s *subscriber) notify() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pump delivers s's queued events to s.ch in order, and closes s.ch once
+// the watch ended and everything queued was delivered, or at once when
+// it was cancelled.
+func (h *hub) pump(s *subscriber) {
+	defer close(s.ch)
+	for {
+		h.mu.Lock()
+		q, ended := s.queue, s.ended
+		s.queue = nil
+		h.mu.Unlock()
+		for _, ev := range q {
+			select {
+			case s.ch <- ev:
+			case <-s.stop:
+				return
+			}
+		}
+		if len(q) > 0 {
+			continue
+		}
+		if ended {
+			return
+		}
+		select {
+		case <-s.wake:
+		case <-s.stop:
+			return
+		}
+	}
 }
 
 type waitKey struct{ name, holder string }
@@ -103,11 +156,12 @@ func (h *hub) publish(index uint64, events []lease.Event) {
 			if !strings.HasPrefix(ev.Lease.Name, s.prefix) {
 				continue
 			}
-			select {
-			case s.ch <- WatchEvent{Event: ev, Index: index}:
-			default:
+			if len(s.queue) >= h.bufSize {
 				h.removeLocked(s, ErrWatchLagged)
+				continue
 			}
+			s.queue = append(s.queue, WatchEvent{Event: ev, Index: index})
+			s.notify()
 		}
 	}
 }
@@ -117,8 +171,8 @@ func (h *hub) removeLocked(s *subscriber, err error) {
 		return
 	}
 	delete(h.subs, s)
-	s.err = err
-	close(s.ch)
+	s.err, s.ended = err, true
+	s.notify()
 }
 
 func (h *hub) remove(s *subscriber, err error) {
@@ -175,8 +229,9 @@ func (n *Node) Watch(prefix string) (*Watch, error) {
 	if h.closed {
 		return nil, ErrClosed
 	}
-	s := &subscriber{prefix: prefix, ch: make(chan WatchEvent, h.bufSize)}
+	s := &subscriber{prefix: prefix, ch: make(chan WatchEvent), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	h.subs[s] = struct{}{}
+	go h.pump(s)
 	now := n.fsm.st.Now()
 	var cur []lease.Lease
 	for _, l := range n.fsm.st.Leases(prefix) {

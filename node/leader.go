@@ -224,9 +224,12 @@ func (n *Node) promoter(t *leaderTerm) {
 }
 
 // caughtUp reports whether the non-voter id has applied (nearly) all of
-// the leader's log.
+// the leader's log and votes: promoting a member that still refuses to
+// vote (it is catching up) would count it toward the quorum, and the
+// cluster could not elect a leader without it once this one steps down,
+// while it can only catch up from a leader.
 func (n *Node) caughtUp(id raft.ServerID, seen map[raft.ServerID]int) bool {
-	if n.cfg.PeerApplied == nil {
+	if n.cfg.PeerProgress == nil {
 		seen[id]++
 		return seen[id] > 2
 	}
@@ -236,12 +239,12 @@ func (n *Node) caughtUp(id raft.ServerID, seen map[raft.ServerID]int) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HeartbeatTimeout)
 	defer cancel()
-	applied, err := n.cfg.PeerApplied(ctx, addr)
-	if err != nil {
+	p, err := n.cfg.PeerProgress(ctx, addr)
+	if err != nil || p.CatchingUp || p.Applied == 0 {
 		return false
 	}
 	const slack = 16 // entries the non-voter may still be behind
-	return applied+slack >= n.raft.CommitIndex()
+	return p.Applied+slack >= n.raft.CommitIndex()
 }
 
 // onApply runs on the FSM goroutine, under the FSM lock, after each batch.

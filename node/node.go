@@ -59,7 +59,10 @@ type Node struct {
 	// contact records when peers last answered; nil with a custom
 	// transport.
 	contact *contacts
-	dir     *dataDir // nil in memory
+	// troubles summarizes raft's failures to reach a peer; nil with
+	// contact.
+	troubles *troubles
+	dir      *dataDir // nil in memory
 	// clusterID is the cluster's ID once known; idMu serialises
 	// recording it.
 	clusterID atomic.Pointer[string]
@@ -141,6 +144,13 @@ func New(cfg Config) (*Node, error) {
 	go n.watchLeadership()
 	go n.watchRemoval()
 	go n.watchCatchUp()
+	if n.troubles != nil {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.troubles.run(n.closing)
+		}()
+	}
 	return n, nil
 }
 
@@ -183,6 +193,7 @@ func (n *Node) open() error {
 			return err
 		}
 		n.contact = &contacts{}
+		n.troubles = &troubles{log: n.log, contact: n.contact}
 		stream.contacts = n.contact
 		n.trans, n.stream = &contactTransport{NetworkTransport: t, c: n.contact}, stream
 		n.closer = append(n.closer, func() error {
@@ -467,11 +478,36 @@ func (n *Node) stop(transfer bool) error {
 
 // handOver hands leadership to a voter that answered lately, before
 // this leader stops. With none (the others stopped before), it stops
-// without: there is nobody to hand over to.
+// without: there is nobody to hand over to. Raft gives the chosen voter
+// one election timeout to win; on a starved machine it can win just
+// after (it was told to campaign), so a timed-out transfer waits one more
+// election timeout for the leadership to move, and tries again (up to
+// three times) if it did not.
 func (n *Node) handOver() {
+	const attempts = 3
+	var err error
+	for range attempts {
+		var tried bool
+		if tried, err = n.transferOnce(); !tried {
+			return
+		}
+		if err == nil || n.leadershipMoved(n.cfg.ElectionTimeout) {
+			n.log.Info("transferred leadership before shutdown")
+			return
+		}
+		if n.raft.State() != raft.Leader {
+			break
+		}
+	}
+	n.log.Warn("leadership transfer on shutdown failed", "err", err)
+}
+
+// transferOnce asks raft to hand leadership to the voter that answered
+// last; tried is false when there is no voter to ask.
+func (n *Node) transferOnce() (tried bool, err error) {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
-		return
+		return false, nil
 	}
 	var fut raft.Future
 	if n.contact == nil {
@@ -490,18 +526,30 @@ func (n *Node) handOver() {
 		}
 		if best.ID == "" {
 			n.log.Info("no other voter answered lately; stopping without handing over leadership")
-			return
+			return false, nil
 		}
 		n.noteTransfer()
 		fut = n.raft.LeadershipTransferToServer(best.ID, best.Address)
 	}
-	err := fut.Error()
+	err = fut.Error()
 	n.noteTransfer()
-	if err != nil {
-		n.log.Warn("leadership transfer on shutdown failed", "err", err)
-		return
+	return true, err
+}
+
+// leadershipMoved waits up to d for another member to lead.
+func (n *Node) leadershipMoved(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	t := time.NewTicker(max(n.cfg.HeartbeatTimeout/10, 5*time.Millisecond))
+	defer t.Stop()
+	for {
+		if _, id := n.raft.LeaderWithID(); n.raft.State() != raft.Leader && id != "" && id != raft.ServerID(n.cfg.ID) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-t.C
 	}
-	n.log.Info("transferred leadership before shutdown")
 }
 
 // peers returns the other members of the raft configuration.

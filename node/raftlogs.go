@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -60,6 +61,12 @@ func (n *Node) adjustRaftLog(level hclog.Level, msg string, args []any) hclog.Le
 		}
 	case "appendEntries rejected, sending older logs":
 		return hclog.Debug
+	case "no known peers, aborting election":
+		// A node with no raft configuration yet: it joined and waits for
+		// the leader's first entries, which can take longer than its
+		// heartbeat timeout on a busy machine. (A bootstrapped node
+		// always knows itself.)
+		return hclog.Info
 	case "failed to get previous log":
 		var prev, last uint64
 		fmt.Sscan(arg(args, "previous-index"), &prev)
@@ -74,6 +81,7 @@ func (n *Node) adjustRaftLog(level hclog.Level, msg string, args []any) hclog.Le
 				return hclog.Debug
 			}
 		}
+		return n.troubles.failed(n.peerAddress(args), level, time.Now())
 	}
 	return level
 }

@@ -121,11 +121,31 @@ func principalFrom(ctx context.Context) string { return identityFrom(ctx).princi
 
 // middleware authenticates every request and records who sent it in the
 // request's context, for the interceptor and the handlers.
+// A call of the API without valid credentials is refused here, before
+// its body is read: a stranger cannot make the node read (and hold) a
+// large body only to be told no.
 func (a *Auth) middleware(next http.Handler) http.Handler {
+	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := a.authenticate(r)
+		if a.enabled() && isProcedure(r.URL.Path) && ew.IsSupported(r) {
+			err := id.err
+			if err == nil && id.principal == "" && !id.member {
+				err = errUnauthenticated()
+			}
+			if err != nil {
+				ew.Write(w, r, err)
+				return
+			}
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 	})
+}
+
+// errUnauthenticated refuses a request that carries no credentials.
+func errUnauthenticated() error {
+	return connect.NewError(connect.CodeUnauthenticated,
+		errors.New("server: this server requires authentication: a client certificate (--cert/--key, TENURE_CERT/TENURE_KEY) or a bearer token (TENURE_AUTH_TOKEN)"))
 }
 
 func (a *Auth) authenticate(r *http.Request) identity {
@@ -189,6 +209,9 @@ func (a *Auth) authenticate(r *http.Request) identity {
 // carries. Names are prefixes (the role's prefix must start them) when
 // prefix is set.
 type rule struct {
+	// op says what the procedure does, as the refusal names it:
+	// "acquire lease", "list leases under".
+	op    string
 	level Level
 	// names returns the names of the request to check; nil for a
 	// procedure that names none.
@@ -211,8 +234,8 @@ func one[T any](f func(*T) string) func(any) []string {
 // members; a test checks that every procedure of the services has a
 // rule.
 var authRules = map[string]rule{
-	tenurev1connect.LeaseServiceAcquireProcedure: {level: LevelHold, names: one(func(m *tenurev1.AcquireRequest) string { return m.GetName() })},
-	tenurev1connect.LeaseServiceRenewProcedure: {level: LevelHold, names: func(m any) []string {
+	tenurev1connect.LeaseServiceAcquireProcedure: {op: "acquire lease", level: LevelHold, names: one(func(m *tenurev1.AcquireRequest) string { return m.GetName() })},
+	tenurev1connect.LeaseServiceRenewProcedure: {op: "renew lease", level: LevelHold, names: func(m any) []string {
 		r, _ := m.(*tenurev1.RenewRequest)
 		var out []string
 		for _, l := range r.GetLeases() {
@@ -223,25 +246,26 @@ var authRules = map[string]rule{
 		}
 		return out
 	}},
-	tenurev1connect.LeaseServiceReleaseProcedure: {level: LevelHold, names: one(func(m *tenurev1.ReleaseRequest) string { return m.GetName() })},
-	tenurev1connect.LeaseServiceGetProcedure:     {level: LevelRead, names: one(func(m *tenurev1.GetRequest) string { return m.GetName() })},
-	tenurev1connect.LeaseServiceListProcedure:    {level: LevelRead, prefix: true, names: one(func(m *tenurev1.ListRequest) string { return m.GetPrefix() })},
-	tenurev1connect.LeaseServiceWatchProcedure:   {level: LevelRead, prefix: true, names: one(func(m *tenurev1.WatchRequest) string { return m.GetPrefix() })},
-	tenurev1connect.KVServicePutProcedure:        {level: LevelHold, names: one(func(m *tenurev1.KVPutRequest) string { return m.GetLease() })},
-	tenurev1connect.KVServiceDeleteProcedure:     {level: LevelHold, names: one(func(m *tenurev1.KVDeleteRequest) string { return m.GetLease() })},
-	tenurev1connect.KVServiceGetProcedure:        {level: LevelRead, names: one(func(m *tenurev1.KVGetRequest) string { return m.GetKey() })},
-	tenurev1connect.KVServiceListProcedure:       {level: LevelRead, prefix: true, names: one(func(m *tenurev1.KVListRequest) string { return m.GetPrefix() })},
-	// Status tells any authenticated principal the cluster's shape.
-	// A batch needs a hold role on some prefix to come in; the handler
-	// then checks each op as its own call is checked.
-	tenurev1connect.LeaseServiceBatchProcedure: {level: LevelHold},
-	wire.BatchStreamProcedure:                  {level: LevelHold},
+	tenurev1connect.LeaseServiceReleaseProcedure: {op: "release lease", level: LevelHold, names: one(func(m *tenurev1.ReleaseRequest) string { return m.GetName() })},
+	tenurev1connect.LeaseServiceGetProcedure:     {op: "read lease", level: LevelRead, names: one(func(m *tenurev1.GetRequest) string { return m.GetName() })},
+	tenurev1connect.LeaseServiceListProcedure:    {op: "list leases under", level: LevelRead, prefix: true, names: one(func(m *tenurev1.ListRequest) string { return m.GetPrefix() })},
+	tenurev1connect.LeaseServiceWatchProcedure:   {op: "watch leases under", level: LevelRead, prefix: true, names: one(func(m *tenurev1.WatchRequest) string { return m.GetPrefix() })},
+	tenurev1connect.KVServicePutProcedure:        {op: "write under lease", level: LevelHold, names: one(func(m *tenurev1.KVPutRequest) string { return m.GetLease() })},
+	tenurev1connect.KVServiceDeleteProcedure:     {op: "delete under lease", level: LevelHold, names: one(func(m *tenurev1.KVDeleteRequest) string { return m.GetLease() })},
+	tenurev1connect.KVServiceGetProcedure:        {op: "read key", level: LevelRead, names: one(func(m *tenurev1.KVGetRequest) string { return m.GetKey() })},
+	tenurev1connect.KVServiceListProcedure:       {op: "list keys under", level: LevelRead, prefix: true, names: one(func(m *tenurev1.KVListRequest) string { return m.GetPrefix() })},
+	// Status tells any authenticated principal the cluster's shape. A
+	// batch comes in from any authenticated principal; the handler then
+	// checks each op as its own call is checked, and a refusal names the
+	// op and its lease.
+	tenurev1connect.LeaseServiceBatchProcedure: {op: "send a batch", level: LevelNone},
+	wire.BatchStreamProcedure:                  {op: "send a batch", level: LevelNone},
 
-	tenurev1connect.ClusterServiceStatusProcedure:             {level: LevelNone},
-	tenurev1connect.ClusterServiceJoinProcedure:               {level: LevelAdmin},
-	tenurev1connect.ClusterServiceLeaveProcedure:              {level: LevelAdmin},
-	tenurev1connect.ClusterServiceTransferLeadershipProcedure: {level: LevelAdmin},
-	tenurev1connect.ClusterServiceSnapshotProcedure:           {level: LevelAdmin},
+	tenurev1connect.ClusterServiceStatusProcedure:             {op: "read the cluster's status", level: LevelNone},
+	tenurev1connect.ClusterServiceJoinProcedure:               {op: "add a member", level: LevelAdmin},
+	tenurev1connect.ClusterServiceLeaveProcedure:              {op: "remove a member", level: LevelAdmin},
+	tenurev1connect.ClusterServiceTransferLeadershipProcedure: {op: "move the leadership", level: LevelAdmin},
+	tenurev1connect.ClusterServiceSnapshotProcedure:           {op: "take a backup", level: LevelAdmin},
 }
 
 // authorize checks the request msg of procedure in ctx.
@@ -254,8 +278,7 @@ func (a *Auth) authorize(ctx context.Context, procedure string, msg any) error {
 		return nil
 	}
 	if id.principal == "" {
-		return connect.NewError(connect.CodeUnauthenticated,
-			errors.New("server: this server requires authentication: a client certificate (--cert/--key, TENURE_CERT/TENURE_KEY) or a bearer token (TENURE_AUTH_TOKEN)"))
+		return errUnauthenticated()
 	}
 	var roles []Role
 	if t := a.table.Load(); t != nil {
@@ -265,7 +288,11 @@ func (a *Auth) authorize(ctx context.Context, procedure string, msg any) error {
 	}
 	r, ok := authRules[procedure]
 	if !ok {
-		r = rule{level: LevelAdmin}
+		r = rule{op: "call " + procedure, level: LevelAdmin}
+	}
+	if r.level == LevelNone {
+		// Any authenticated principal, with roles or none.
+		return nil
 	}
 	var names []string
 	if r.names != nil {
@@ -276,15 +303,22 @@ func (a *Auth) authorize(ctx context.Context, procedure string, msg any) error {
 	}
 	for _, name := range names {
 		if !allowed(roles, r, name) {
-			what := fmt.Sprintf("%s on %q", r.level, name)
-			if r.names == nil {
-				what = r.level.String()
-			}
-			return connect.NewError(connect.CodePermissionDenied,
-				fmt.Errorf("server: principal %q may not call %s: it needs the role %s (its roles: %s)", id.principal, procedure, what, rolesText(roles)))
+			return connect.NewError(connect.CodePermissionDenied, refusal(id.principal, r, name, roles))
 		}
 	}
 	return nil
+}
+
+// refusal says why principal, with roles, may not do r on name.
+func refusal(principal string, r rule, name string, roles []Role) error {
+	if r.names == nil || r.level == LevelAdmin {
+		return fmt.Errorf("server: principal %q may not %s: it needs the role %s (its roles: %s)", principal, r.op, r.level, rolesText(roles))
+	}
+	need := fmt.Sprintf("%s, or %s on a shorter prefix", Role{Level: r.level, Prefix: name}, r.level)
+	if name == "" {
+		need = Role{Level: r.level}.String() + " (on every name)"
+	}
+	return fmt.Errorf("server: principal %q may not %s %q: it needs the role %s (its roles: %s)", principal, r.op, name, need, rolesText(roles))
 }
 
 func allowed(roles []Role, r rule, name string) bool {

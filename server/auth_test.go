@@ -536,3 +536,79 @@ func TestAdminBackupThroughFollower(t *testing.T) {
 		t.Fatalf("backup %+v (%d bytes received); want last token %d and a cluster ID", b.Info, n, g.Token)
 	}
 }
+
+// A refusal names the operation and the lease or prefix, and the role
+// that would allow it; any authenticated principal, even one with no
+// roles, may read the cluster's status.
+func TestRefusalsNameTheOperation(t *testing.T) {
+	s := startSecure(t)
+	ctx := ctxT(t)
+	leader := s.c.Leader()
+	// A client certificate the auth file does not list: a principal
+	// with no roles.
+	noroles := s.client(t, leader, "", mustIssue(t, s.clientCA, tlsconfig.Template{CommonName: "noroles", Client: true}))
+	if _, err := noroles.Status(ctx); err != nil {
+		t.Errorf("status as a principal with no roles: %v, want allowed", err)
+	}
+	for _, tc := range []struct {
+		name string
+		do   func() error
+		want string
+	}{
+		{"a reader acquires (a batched call)", func() error {
+			_, err := s.client(t, leader, s.tokens["reader"], nil).Acquire(ctx, "jobs/z", "r", 5*time.Second)
+			return err
+		}, `principal "reader" may not acquire lease "jobs/z": it needs the role hold:jobs/z, or hold on a shorter prefix (its roles: read:)`},
+		{"a watch of everything without read on everything", func() error {
+			_, err := s.client(t, leader, s.tokens["jobsonly"], nil).Watch(ctx, "")
+			return err
+		}, `principal "jobsonly" may not watch leases under "": it needs the role read: (on every name) (its roles: hold:jobs/)`},
+		{"a non-admin moves the leadership", func() error {
+			_, err := s.client(t, leader, s.tokens["alice"], nil).TransferLeadership(ctx, "")
+			return err
+		}, `principal "alice" may not move the leadership: it needs the role admin (its roles: hold:jobs/, read:)`},
+		{"a principal with no roles writes", func() error {
+			_, err := noroles.Put(ctx, "k", []byte("v"), "jobs/x", 1)
+			return err
+		}, `principal "noroles" may not write under lease "jobs/x": it needs the role hold:jobs/x, or hold on a shorter prefix (its roles: none)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.do()
+			if connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v\nwant permission denied: %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// A TLS client whose first call is not batched (Status, on the HTTP/2
+// transport) still makes batched calls (Acquire, on the HTTP/1.1 one):
+// the transports once shared one TLS config, the first set it to offer
+// only h2, and every batched call after it failed with a malformed
+// HTTP response.
+func TestTLSClientBatchesAfterAnUnbatchedCall(t *testing.T) {
+	s := startSecure(t)
+	ctx := ctxT(t)
+	for _, tc := range []struct {
+		name  string
+		token string
+		cert  *tlsconfig.Issued
+	}{
+		{"bearer token", s.tokens["alice"], nil},
+		{"client certificate", "", mustIssue(t, s.clientCA, tlsconfig.Template{CommonName: "alice", Client: true})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := s.client(t, s.c.Leader(), tc.token, tc.cert)
+			if _, err := c.Status(ctx); err != nil {
+				t.Fatalf("status: %v", err)
+			}
+			l, err := c.Acquire(ctx, "jobs/tls-"+strings.ReplaceAll(tc.name, " ", "-"), "a", 5*time.Second)
+			if err != nil {
+				t.Fatalf("acquire after status: %v", err)
+			}
+			if err := c.Release(ctx, l.Name, l.Token); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+		})
+	}
+}

@@ -208,6 +208,12 @@ func AddToken(path, name, token string, roles []string) error {
 		p.Roles = roles
 	}
 	p.Tokens = append(p.Tokens, HashToken(token))
+	return f.write(path)
+}
+
+// write checks f and replaces the file at path with it atomically, mode
+// 0600.
+func (f *AuthFile) write(path string) error {
 	if _, err := f.table(); err != nil {
 		return err
 	}
@@ -220,4 +226,69 @@ func AddToken(path, name, token string, roles []string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// tokenIDLen is how many hex digits of a token's hash make its ID.
+const tokenIDLen = 12
+
+// TokenID returns the ID of a token given its stored hash
+// (sha256:HEX): the first 12 hex digits of the hash. It names the token
+// in lists and revocations without being usable as one.
+func TokenID(hash string) string {
+	h := strings.TrimPrefix(hash, tokenHashPrefix)
+	return h[:min(tokenIDLen, len(h))]
+}
+
+// AuthEntry is a principal of an auth file, as tenure auth list shows it.
+type AuthEntry struct {
+	Principal string   `json:"principal"`
+	Roles     []string `json:"roles"`
+	TokenIDs  []string `json:"token_ids"`
+}
+
+// List returns the principals of f, by name.
+func (f *AuthFile) List() []AuthEntry {
+	var out []AuthEntry
+	for name, p := range f.Principals {
+		e := AuthEntry{Principal: name, Roles: append([]string{}, p.Roles...), TokenIDs: []string{}}
+		for _, h := range p.Tokens {
+			e.TokenIDs = append(e.TokenIDs, TokenID(h))
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Principal < out[j].Principal })
+	return out
+}
+
+// RevokeToken removes the token whose ID is id (TokenID, or a longer
+// prefix of its hash) from the auth file at path and returns its
+// principal. An ID that names no token, or more than one, changes
+// nothing.
+func RevokeToken(path, id string) (string, error) {
+	f, err := ReadAuthFile(path)
+	if err != nil {
+		return "", err
+	}
+	id = strings.ToLower(strings.TrimPrefix(id, tokenHashPrefix))
+	if len(id) < tokenIDLen {
+		return "", fmt.Errorf("token ID %q is too short: give the %d hex digits tenure auth list shows", id, tokenIDLen)
+	}
+	var who string
+	var at int
+	for name, p := range f.Principals {
+		for i, h := range p.Tokens {
+			if strings.HasPrefix(strings.TrimPrefix(h, tokenHashPrefix), id) {
+				if who != "" {
+					return "", fmt.Errorf("token ID %q names more than one token: give more of its hash", id)
+				}
+				who, at = name, i
+			}
+		}
+	}
+	if who == "" {
+		return "", fmt.Errorf("no token has ID %q in %s (tenure auth list shows the IDs)", id, path)
+	}
+	p := f.Principals[who]
+	p.Tokens = append(p.Tokens[:at:at], p.Tokens[at+1:]...)
+	return who, f.write(path)
 }

@@ -70,7 +70,7 @@ func (s *Server) batchStream(ctx context.Context, st *connect.BidiStream[tenurev
 			return nil
 		}
 		if err != nil {
-			if s.streams.ending() {
+			if s.batchStreams.ending() {
 				// EndBatchStreams cut it between two messages: nothing
 				// the client sent since was served, which unavailable
 				// (a wire error, not indeterminate) tells it.
@@ -156,7 +156,7 @@ func (b *batchStreams) ending() bool {
 // batches, and refuses new ones, so that a graceful shutdown
 // (http.Server.Shutdown; register it with RegisterOnShutdown) does not
 // wait for clients to close them. Close calls it too.
-func (s *Server) EndBatchStreams() { s.streams.end() }
+func (s *Server) EndBatchStreams() { s.batchStreams.end() }
 
 // batchOps returns the ops of in to propose and, for each, its index in
 // in. An op that is invalid or not permitted gets its error in out

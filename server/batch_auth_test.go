@@ -81,10 +81,16 @@ func TestBatchChecksEachOp(t *testing.T) {
 		t.Errorf("alice renewing jobsonly's grant in a batch: %v, want refused", res.Msg.GetResults()[1])
 	}
 
-	// A read-only principal may not send a batch at all.
+	// A read-only principal's batch comes in, and each op is refused as
+	// its own call would be, naming the op and its lease.
 	reader := s.rawLease(t, s.c.Leader(), s.tokens["reader"])
-	_, err = reader.Batch(ctx, connect.NewRequest(&tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{batchAcquire("jobs/r", "r", 10*time.Second)}}))
-	wantCode(t, "a reader's batch", err, connect.CodePermissionDenied)
+	rres, err := reader.Batch(ctx, connect.NewRequest(&tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{batchAcquire("jobs/r", "r", 10*time.Second)}}))
+	if err != nil {
+		t.Fatalf("a reader's batch: %v, want it in with each op refused", err)
+	}
+	if err := batchErr(rres.Msg.GetResults()[0]); connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), `may not acquire lease "jobs/r"`) {
+		t.Errorf("a reader's batched acquire: %v, want permission denied naming the acquire of jobs/r", err)
+	}
 
 	// Only jobs/a changed, and it is still jobsonly's grant.
 	admin := s.client(t, s.c.Leader(), s.tokens["ops"], nil)

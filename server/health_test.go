@@ -13,6 +13,7 @@ import (
 
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
 	"github.com/tenure-io/tenure/internal/wire"
+	"github.com/tenure-io/tenure/lease"
 	"github.com/tenure-io/tenure/node"
 	"github.com/tenure-io/tenure/server"
 )
@@ -25,6 +26,7 @@ func (noLeader) ID() string                      { return "n1" }
 func (noLeader) IsLeader() bool                  { return false }
 func (noLeader) Leader() (string, string, error) { return "", "", node.ErrNoLeader }
 func (noLeader) ClusterID() string               { return "" }
+func (noLeader) Limits() lease.Limits            { return lease.DefaultLimits() }
 
 // serve serves s on a loopback port with HTTP/1.1 and cleartext HTTP/2,
 // as tenured does, and returns its base URL.

@@ -241,6 +241,11 @@ func (l *leaseService) Watch(ctx context.Context, req *connect.Request[tenurev1.
 	if err := s.node.Limits().Validate(lease.Op{Type: lease.OpList, Prefix: req.Msg.GetPrefix()}); err != nil {
 		return invalid(err)
 	}
+	done, err := s.streams.open(ctx, req.Peer().Addr)
+	if err != nil {
+		return err
+	}
+	defer done()
 	w, err := s.node.Watch(req.Msg.GetPrefix())
 	if err != nil {
 		return toConnect(err)

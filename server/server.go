@@ -62,6 +62,10 @@ type Config struct {
 	// CORSOrigins are the browser origins (scheme://host[:port], or "*"
 	// for any) allowed to call the API from scripts. Default none.
 	CORSOrigins []string
+	// MaxStreams is how many watches and dashboard streams one principal
+	// (or one client host, without authentication) may have open on this
+	// node at once. Default DefaultMaxStreams.
+	MaxStreams int
 }
 
 // Server implements the three services.
@@ -74,13 +78,14 @@ type Server struct {
 	mux     *http.ServeMux
 	auth    *Auth
 	handler http.Handler
+	streams *streamLimiter
 	// The dashboard (ui.go): its node methods (nil if the node has
 	// none), the metrics sampler and when each member last answered.
 	ui      uiNode
 	sampler *sampler
 	probes  probes
-	// streams are the BatchStreams being served (batch.go).
-	streams batchStreams
+	// batchStreams are the BatchStreams being served (batch.go).
+	batchStreams batchStreams
 }
 
 // New returns a Server for cfg.
@@ -98,11 +103,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.ForwardTimeout = 30 * time.Second
 	}
 	s := &Server{
-		node: cfg.Node,
-		log:  cfg.Logger,
-		reg:  cfg.Registry,
-		fwd:  newForwarder(cfg.ForwardTimeout, cfg.ForwardTLS),
-		auth: cfg.Auth,
+		node:    cfg.Node,
+		log:     cfg.Logger,
+		reg:     cfg.Registry,
+		fwd:     newForwarder(cfg.ForwardTimeout, cfg.ForwardTLS),
+		auth:    cfg.Auth,
+		streams: newStreamLimiter(cfg.MaxStreams),
 	}
 	s.metrics = newMetrics(cfg.Registry, cfg.Node)
 	// Responses are small (a lease is a few dozen bytes): compressing
@@ -111,10 +117,11 @@ func New(cfg Config) (*Server, error) {
 	opts := connect.WithHandlerOptions(
 		connect.WithInterceptors(cfg.Auth.interceptor(cfg.Logger), s.metrics.interceptor()),
 		connect.WithCompressMinBytes(compressMinBytes),
+		connect.WithReadMaxBytes(int(maxMessage(cfg.Node.Limits()))),
 		connect.WithCodec(jsonCodec{}))
 	mux := http.NewServeMux()
 	mux.Handle(tenurev1connect.NewLeaseServiceHandler(&leaseService{s}, opts))
-	mux.Handle(wire.BatchStreamProcedure, s.streams.serve(connect.NewBidiStreamHandler(wire.BatchStreamProcedure, s.batchStream, opts)))
+	mux.Handle(wire.BatchStreamProcedure, s.batchStreams.serve(connect.NewBidiStreamHandler(wire.BatchStreamProcedure, s.batchStream, opts)))
 	mux.Handle(tenurev1connect.NewKVServiceHandler(&kvService{s}, opts))
 	mux.Handle(tenurev1connect.NewClusterServiceHandler(&clusterService{s}, opts))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux = mux
 	// CORS outside authentication: a browser's preflight carries no
 	// credentials. The cluster ID goes on every answer, refusals too.
-	h, err := withCORS(withClusterHeader(cfg.Node, cfg.Auth.middleware(mux)), cfg.CORSOrigins)
+	h, err := withCORS(withClusterHeader(cfg.Node, cfg.Auth.middleware(withBodyLimit(mux, cfg.Node.Limits()))), cfg.CORSOrigins)
 	if err != nil {
 		return nil, err
 	}
@@ -172,12 +179,26 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
 	return &http.Server{
-		Addr:              addr,
-		Handler:           h,
-		Protocols:         &p,
+		Addr:      addr,
+		Handler:   h,
+		Protocols: &p,
+		// A client that sends its headers slowly, or opens a connection
+		// and sends nothing, is cut off; so is an idle keep-alive
+		// connection after a while (clients reconnect by themselves).
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: maxConcurrentStreams,
+		},
 	}
 }
+
+// maxConcurrentStreams is how many calls one HTTP/2 connection may have
+// in flight at once: well above what one client sends (its batcher has
+// one Batch call in flight per endpoint, plus its waits and watches); a
+// client that wants more waits for a free stream.
+const maxConcurrentStreams = 256
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.node.IsLeader() {

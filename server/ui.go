@@ -274,6 +274,12 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "server: streaming is not supported on this connection", http.StatusInternalServerError)
 		return
 	}
+	done, err := s.streams.open(r.Context(), r.RemoteAddr)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusTooManyRequests)
+		return
+	}
+	defer done()
 	prefix := r.URL.Query().Get("prefix")
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")

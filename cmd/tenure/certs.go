@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/tenure-io/tenure/internal/tlsconfig"
 	"github.com/tenure-io/tenure/server"
@@ -82,6 +83,8 @@ const authUsage = `Usage: tenure auth COMMAND ...
 
 Commands:
   auth token NAME --file FILE [--role hold:PREFIX] [--role read:PREFIX] [--role admin]
+  auth list --file FILE
+  auth revoke TOKEN-ID --file FILE
 
 See docs/security.md.
 `
@@ -93,6 +96,10 @@ func (a *app) auth(args []string) error {
 	switch args[0] {
 	case "token":
 		return a.authToken(args[1:])
+	case "list":
+		return a.authList(args[1:])
+	case "revoke":
+		return a.authRevoke(args[1:])
 	case "-h", "-help", "--help", "help":
 		return &helpRequest{usage: authUsage}
 	}
@@ -110,8 +117,10 @@ prints the token, once: keep it (clients read it from TENURE_AUTH_TOKEN).
 PREFIX may be empty ("read:" is every name). Without --role, an existing
 principal keeps its roles and gets one more token.
 
-Send tenured SIGHUP to make it read FILE again. To revoke a token, delete
-its line from FILE and send SIGHUP. It needs no tenure cluster.`
+It also prints the token's ID (the first 12 hex digits of its hash),
+which names it in tenure auth list and tenure auth revoke and cannot be
+used as a token. Send tenured SIGHUP to make it read FILE again. It needs
+no tenure cluster.`
 
 // roleList is a repeatable --role.
 type roleList []string
@@ -145,6 +154,73 @@ func (a *app) authToken(args []string) error {
 		Token string `json:"token"`
 		File  string `json:"file"`
 	}{pos[0], token, *file}, token)
-	fmt.Fprintf(a.stderr, "tenure: added a token of %q to %s (only its hash); send tenured SIGHUP to load it. It is shown only now.\n", pos[0], *file)
+	fmt.Fprintf(a.stderr, "tenure: added token %s of %q to %s (only its hash); send tenured SIGHUP to load it. It is shown only now.\n",
+		server.TokenID(server.HashToken(token)), pos[0], *file)
+	return nil
+}
+
+const authListAbout = `Lists the principals of the auth file FILE: their roles and the IDs of
+their tokens (the first 12 hex digits of each token's hash; the file holds
+no tokens). It needs no tenure cluster.`
+
+func (a *app) authList(args []string) error {
+	c := a.newCommand("auth list", "auth list --file FILE", authListAbout)
+	file := c.fs.String("file", "", "the auth `file` tenured reads (--auth-file)")
+	if _, err := a.parse(c, args, nil, 0); err != nil {
+		return err
+	}
+	if *file == "" {
+		return &usageError{msg: "--file is required: the auth file tenured reads with --auth-file", usage: c.usage}
+	}
+	f, err := server.ReadAuthFile(*file)
+	if err != nil {
+		return fmt.Errorf("auth list: %w", err)
+	}
+	entries := f.List()
+	if a.g.output == "json" {
+		for _, e := range entries {
+			a.out().print(e, "")
+		}
+		return nil
+	}
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PRINCIPAL\tROLES\tTOKEN IDS")
+	for _, e := range entries {
+		ids := strings.Join(e.TokenIDs, " ")
+		if ids == "" {
+			ids = "(none)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", e.Principal, strings.Join(e.Roles, " "), ids)
+	}
+	w.Flush()
+	fmt.Fprint(a.stdout, b.String())
+	return nil
+}
+
+const authRevokeAbout = `Removes the token with ID TOKEN-ID (as tenure auth list and tenure auth
+token show it) from the auth file FILE. Send tenured SIGHUP afterwards: from
+then on the token is refused (unauthenticated). The principal keeps its
+roles and its other tokens. It needs no tenure cluster.`
+
+func (a *app) authRevoke(args []string) error {
+	c := a.newCommand("auth revoke", "auth revoke TOKEN-ID --file FILE", authRevokeAbout)
+	file := c.fs.String("file", "", "the auth `file` tenured reads (--auth-file)")
+	pos, err := a.parse(c, args, []string{"TOKEN-ID"}, 1)
+	if err != nil {
+		return err
+	}
+	if *file == "" {
+		return &usageError{msg: "--file is required: the auth file tenured reads with --auth-file", usage: c.usage}
+	}
+	who, err := server.RevokeToken(*file, pos[0])
+	if err != nil {
+		return fmt.Errorf("auth revoke: %w", err)
+	}
+	a.out().print(struct {
+		Principal string `json:"principal"`
+		TokenID   string `json:"token_id"`
+		File      string `json:"file"`
+	}{who, pos[0], *file}, fmt.Sprintf("revoked token %s of %q in %s; send tenured SIGHUP to apply it", pos[0], who, *file))
 	return nil
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -41,6 +43,7 @@ Commands:
   demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--postgres URL]
                          see fencing at work
   fence install --postgres URL [--schema S]   install tenure_fence in Postgres
+  fence install --mysql DSN                   install tenure_fence in MySQL or MariaDB
   certs init DIR --members n1,n2,n3 [--hosts H,...]   make a CA and certificates
   auth token NAME --file FILE [--role hold:PREFIX] ...  make a bearer token
 
@@ -149,9 +152,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return exitOK
 	}
 	if err != nil {
-		report(stderr, err, a.g.output == "json")
+		report(stderr, a.tlsHint(err), a.g.output == "json")
 	}
 	return exitCode(err)
+}
+
+// tlsHint adds a hint to err when no endpoint answered plain HTTP/2
+// because an endpoint speaks TLS: without it the user sees only
+// "unexpected EOF".
+func (a *app) tlsHint(err error) error {
+	if !errors.Is(err, client.ErrUnavailable) && !errors.Is(err, client.ErrIndeterminate) {
+		return err
+	}
+	if a.g.tls.cacert != "" || a.g.tls.cert != "" {
+		return err
+	}
+	eps := a.g.endpointList()
+	for i, ep := range eps {
+		if i == 3 || strings.HasPrefix(ep, "https://") {
+			break
+		}
+		addr := strings.TrimPrefix(ep, "http://")
+		d := &net.Dialer{Timeout: 500 * time.Millisecond}
+		// Only to learn whether it speaks TLS: nothing is sent.
+		conn, herr := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if herr != nil {
+			continue
+		}
+		conn.Close()
+		return fmt.Errorf("%w\n(the server at %s speaks TLS: give the CA that verifies it with --cacert FILE or TENURE_CACERT, which makes the endpoints https)", err, addr)
+	}
+	return err
 }
 
 func (a *app) dispatch(ctx context.Context, args []string) error {

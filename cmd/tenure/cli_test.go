@@ -248,6 +248,9 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"renew", "jobs/x", "--token", "x"}, `invalid value "x" for flag --token: must be a positive integer`},
 		{[]string{"renew", "jobs/x", "--token", "0"}, "must be a positive integer"},
 		{[]string{"renew", "jobs/x", "--token", "-3"}, "must be a positive integer"},
+		{[]string{"renew", "jobs/x", "--token", "99999999999999999999"}, `invalid value "99999999999999999999" for flag --token: is too large: tokens go up to 18446744073709551615`},
+		{[]string{"acquire", "jobs/x", "--holder", ""}, `--holder "" is empty: give a name, or leave --holder out for the default`},
+		{[]string{"acquire", "jobs/x", "--holder", "  "}, `--holder "  " is empty`},
 		{[]string{"renew", "jobs/x"}, "--token is required"},
 		{[]string{"release", "--token", "3"}, "missing NAME"},
 		{[]string{"get"}, "missing NAME"},
@@ -581,5 +584,22 @@ func TestElectLost(t *testing.T) {
 	if want := "leading svc/x as p1, token 3\n"; res.code != exitFenced || res.stdout != want ||
 		!strings.HasPrefix(res.stderr, "tenure: leadership of svc/x lost: ") {
 		t.Errorf("got code %d, stdout %q, stderr %q; want 4, %q and the loss", res.code, res.stdout, res.stderr, want)
+	}
+}
+
+// A follower's lease count and last token are its applied state, which
+// may trail the leader: status says so; a leader's figures need no label.
+func TestStatusLabelsAFollowersFigures(t *testing.T) {
+	f := statusText(client.Status{NodeID: "n2", State: "follower", AppliedIndex: 123, LastToken: 19, Leases: 3})
+	for _, want := range []string{
+		"leases         3 (as of applied index 123 on this follower; the leader may be ahead)",
+		"last token     19 (as of applied index 123 on this follower; the leader may be ahead)",
+	} {
+		if !strings.Contains(f, want) {
+			t.Errorf("follower status lacks %q:\n%s", want, f)
+		}
+	}
+	if l := statusText(client.Status{NodeID: "n1", State: "leader", AppliedIndex: 123, LastToken: 20}); strings.Contains(l, "as of") {
+		t.Errorf("leader status is labelled:\n%s", l)
 	}
 }

@@ -54,13 +54,15 @@ var subcommandFlags = map[string]map[string][]string{
 		"delete": {"--lease", "--token"},
 	},
 	"fence": {
-		"install": {"--postgres", "--schema"},
+		"install": {"--postgres", "--schema", "--mysql"},
 	},
 	"certs": {
 		"init": {"--members", "--hosts", "--clients"},
 	},
 	"auth": {
-		"token": {"--file", "--role"},
+		"token":  {"--file", "--role"},
+		"list":   {"--file"},
+		"revoke": {"--file"},
 	},
 	"member": {
 		"list":   nil,

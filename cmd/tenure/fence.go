@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"flag"
 	"fmt"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tenure-io/tenure/fence/mysqlfence"
 	"github.com/tenure-io/tenure/fence/pgfence"
 )
 
@@ -14,6 +18,7 @@ const fenceUsage = `Usage: tenure fence COMMAND ...
 
 Commands of the storage guards:
   fence install --postgres URL [--schema S]   install or migrate tenure_fence
+  fence install --mysql DSN                   the same in MySQL or MariaDB
 
 See docs/fencing.md.
 `
@@ -45,17 +50,39 @@ Then fence a transaction, from any language, with its first statement:
   COMMIT;
 
 URL is a libpq connection string or URL (postgres://user@host:5432/db).
+
+With --mysql, installs the same fence in the DSN's database of a MySQL or
+MariaDB server: the tables tenure_fences and tenure_fence_schema and the
+procedure tenure_fence(resource, token), called first in a transaction:
+
+  START TRANSACTION;
+  CALL tenure_fence('jobs/nightly', 42);    -- SQLSTATE TF001 if 42 is stale
+  ...
+  COMMIT;                                   -- ROLLBACK on any error
+
+DSN is a DSN of the Go MySQL driver: user:password@tcp(host:3306)/database.
+
 It needs no tenure cluster: --endpoints is ignored.`
 
 func (a *app) fenceInstall(ctx context.Context, args []string) error {
-	c := a.newCommand("fence install", "fence install --postgres URL [--schema S]", fenceInstallAbout)
+	c := a.newCommand("fence install", "fence install --postgres URL [--schema S] | --mysql DSN", fenceInstallAbout)
 	url := c.fs.String("postgres", "", "Postgres connection `URL`")
-	schema := c.fs.String("schema", pgfence.DefaultSchema, "the `schema` to install in (created if missing)")
+	schema := c.fs.String("schema", pgfence.DefaultSchema, "the Postgres `schema` to install in (created if missing)")
+	dsn := c.fs.String("mysql", "", "MySQL or MariaDB `DSN` (user:password@tcp(host:3306)/database)")
 	if _, err := a.parse(c, args, nil, 0); err != nil {
 		return err
 	}
-	if *url == "" {
-		return &usageError{msg: "--postgres is required", usage: c.usage}
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case set["postgres"] && set["mysql"]:
+		return &usageError{msg: "--postgres and --mysql: give one", usage: c.usage}
+	case set["mysql"] && set["schema"]:
+		return &usageError{msg: "--schema is for --postgres; with --mysql, name the database in the DSN", usage: c.usage}
+	case set["mysql"]:
+		return a.fenceInstallMySQL(ctx, c, *dsn)
+	case *url == "":
+		return &usageError{msg: "--postgres or --mysql is required", usage: c.usage}
 	}
 	if *schema == "" {
 		return &usageError{msg: "--schema is empty", usage: c.usage}
@@ -90,5 +117,50 @@ func (a *app) fenceInstall(ctx context.Context, args []string) error {
 		From   int    `json:"from"`
 		To     int    `json:"to"`
 	}{*schema, res.From, res.To}, text)
+	return nil
+}
+
+// fenceInstallMySQL installs the MySQL fence in the database of dsn.
+func (a *app) fenceInstallMySQL(ctx context.Context, c *command, dsn string) error {
+	if dsn == "" {
+		return &usageError{msg: "--mysql is empty", usage: c.usage}
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return &usageError{msg: fmt.Sprintf("--mysql: %v (want user:password@tcp(host:3306)/database)", err), usage: c.usage}
+	}
+	if cfg.DBName == "" {
+		return &usageError{msg: "--mysql: the DSN names no database (user:password@tcp(host:3306)/database)", usage: c.usage}
+	}
+	if cfg.Timeout == 0 || cfg.Timeout > a.g.requestTimeout {
+		cfg.Timeout = a.g.requestTimeout
+	}
+	ctx, cancel := a.withTimeout(ctx, 30*time.Second)
+	defer cancel()
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return &usageError{msg: fmt.Sprintf("--mysql: %v", err), usage: c.usage}
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("fence install: connect to MySQL at %s: %w", cfg.Addr, err)
+	}
+	res, err := mysqlfence.Install(ctx, db, cfg.DBName)
+	if err != nil {
+		return err
+	}
+	text := fmt.Sprintf("tenure_fence version %d installed in database %s", res.To, res.Database)
+	switch {
+	case res.From == res.To:
+		text = fmt.Sprintf("tenure_fence version %d is already installed in database %s; nothing changed", res.To, res.Database)
+	case res.From > 0:
+		text = fmt.Sprintf("tenure_fence migrated from version %d to %d in database %s", res.From, res.To, res.Database)
+	}
+	a.out().print(struct {
+		Database string `json:"database"`
+		From     int    `json:"from"`
+		To       int    `json:"to"`
+	}{res.Database, res.From, res.To}, text)
 	return nil
 }

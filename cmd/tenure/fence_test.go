@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tenure-io/tenure/internal/storetest"
 )
 
 // testPostgres returns the URL of the test database and a schema name of
@@ -73,6 +75,39 @@ func TestFenceInstall(t *testing.T) {
 	}
 }
 
+func TestFenceInstallMySQL(t *testing.T) {
+	t.Parallel()
+	database, dsn := storetest.MySQL(t)
+	code, out, errs := fenceCLI("fence", "install", "--mysql", dsn)
+	if code != exitOK || out != "tenure_fence version 1 installed in database "+database+"\n" {
+		t.Fatalf("install: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, out, _ = fenceCLI("fence", "install", "--mysql", dsn, "-o", "json")
+	if code != exitOK || out != `{"database":"`+database+`","from":1,"to":1}`+"\n" {
+		t.Fatalf("install again: exit %d, stdout %q", code, out)
+	}
+	// The procedure works from SQL.
+	db := storetest.MySQLDB(t, dsn)
+	if _, err := db.Exec("CALL tenure_fence('r', 2)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CALL tenure_fence('r', 1)"); err == nil || !strings.Contains(err.Error(), "TF001") {
+		t.Fatalf("a stale token: %v; want SQLSTATE TF001", err)
+	}
+	// A newer fence is refused (exit 1) and left as it is.
+	if _, err := db.Exec("UPDATE tenure_fence_schema SET version = 99"); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = fenceCLI("fence", "install", "--mysql", dsn)
+	if code != exitFailure || !strings.Contains(errs, "version 99, newer") {
+		t.Fatalf("install over a newer fence: exit %d, stderr %q", code, errs)
+	}
+	var v int
+	if err := db.QueryRow("SELECT version FROM tenure_fence_schema").Scan(&v); err != nil || v != 99 {
+		t.Fatalf("version after a refused install = %d, %v", v, err)
+	}
+}
+
 func TestFenceInstallBadUsage(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -83,7 +118,14 @@ func TestFenceInstallBadUsage(t *testing.T) {
 	}{
 		{"no command", []string{"fence"}, exitUsage, "no command"},
 		{"unknown command", []string{"fence", "remove"}, exitUsage, "unknown command"},
-		{"no url", []string{"fence", "install"}, exitUsage, "--postgres is required"},
+		{"no url", []string{"fence", "install"}, exitUsage, "--postgres or --mysql is required"},
+		{"both", []string{"fence", "install", "--postgres", "postgres://127.0.0.1/x", "--mysql", "root@tcp(127.0.0.1:3306)/x"}, exitUsage, "give one"},
+		{"mysql with schema", []string{"fence", "install", "--mysql", "root@tcp(127.0.0.1:3306)/x", "--schema", "s"}, exitUsage, "--schema is for --postgres"},
+		{"empty dsn", []string{"fence", "install", "--mysql", ""}, exitUsage, "--mysql is empty"},
+		{"bad dsn", []string{"fence", "install", "--mysql", "root@tcp(127.0.0.1:3306"}, exitUsage, "--mysql: "},
+		{"dsn without database", []string{"fence", "install", "--mysql", "root@tcp(127.0.0.1:3306)/"}, exitUsage, "names no database"},
+		{"mysql unreachable", []string{"fence", "install", "--mysql", "root@tcp(127.0.0.1:1)/test"}, exitFailure, "connect to MySQL at 127.0.0.1:1"},
+		{"mysql unknown database", []string{"fence", "install", "--mysql", "root@tcp(127.0.0.1:3306)/tenure_no_such_db"}, exitFailure, "tenure_no_such_db"},
 		{"bad url", []string{"fence", "install", "--postgres", "bogus://x y"}, exitUsage, "--postgres"},
 		{"empty schema", []string{"fence", "install", "--postgres", "postgres://127.0.0.1/x", "--schema", ""}, exitUsage, "--schema"},
 		{"argument", []string{"fence", "install", "extra", "--postgres", "postgres://127.0.0.1/x"}, exitUsage, "unexpected argument"},

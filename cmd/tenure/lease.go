@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tenure-io/tenure/client"
@@ -27,6 +29,9 @@ func (t *tokenFlag) String() string {
 
 func (t *tokenFlag) Set(s string) error {
 	v, err := strconv.ParseUint(s, 10, 64)
+	if ne, ok := errors.AsType[*strconv.NumError](err); ok && ne.Err == strconv.ErrRange {
+		return fmt.Errorf("is too large: tokens go up to %d", uint64(math.MaxUint64))
+	}
 	if err != nil || v == 0 {
 		return errors.New("must be a positive integer")
 	}
@@ -93,8 +98,10 @@ func (f *grantFlags) check(c *command) error {
 	if f.limit < 1 {
 		return &usageError{msg: fmt.Sprintf("--limit must be at least 1, got %d", f.limit), usage: c.usage}
 	}
-	if f.holder == "" {
+	if !flagSet(c.fs, "holder") {
 		f.holder = defaultHolder()
+	} else if strings.TrimSpace(f.holder) == "" {
+		return &usageError{msg: fmt.Sprintf("--holder %q is empty: give a name, or leave --holder out for the default (%s)", f.holder, defaultHolder()), usage: c.usage}
 	}
 	return nil
 }

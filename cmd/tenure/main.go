@@ -25,7 +25,8 @@
 // N ended it).
 //
 // tenure fence install --postgres URL installs the Postgres fencing
-// function tenure_fence (see docs/fencing.md); it needs no cluster.
+// function tenure_fence, and --mysql DSN the MySQL and MariaDB procedure
+// of that name (see docs/fencing.md); it needs no cluster.
 //
 // The default holder of acquire is the host name, a dash and the process
 // ID (e.g. web-1-4242), so two runs of the CLI are two holders; pass

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -148,4 +151,24 @@ func startCluster(t *testing.T, extra ...func(*fakeserver.Server)) *cluster {
 	}
 	c.addr = fakeserver.Start(t, c.Server)
 	return c
+}
+
+// Plain HTTP to a TLS port fails with a hint to give the CA; a port that
+// does not speak TLS gets no such hint.
+func TestHintWhenTheServerSpeaksTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	r := runCLI(t.Context(), nil, "get", "jobs/x", "--endpoints", addr, "--request-timeout", "300ms")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "the server at "+addr+" speaks TLS") || !strings.Contains(r.stderr, "--cacert") {
+		t.Errorf("plain HTTP to a TLS port: exit %d, stderr:\n%s\nwant exit %d and a hint to give --cacert", r.code, r.stderr, exitFailure)
+	}
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		panic(http.ErrAbortHandler)
+	}))
+	defer plain.Close()
+	r = runCLI(t.Context(), nil, "get", "jobs/x", "--endpoints", strings.TrimPrefix(plain.URL, "http://"), "--request-timeout", "300ms")
+	if r.code != exitFailure || strings.Contains(r.stderr, "speaks TLS") {
+		t.Errorf("a plain server that breaks its connections: exit %d, stderr:\n%s\nwant exit %d and no TLS hint", r.code, r.stderr, exitFailure)
+	}
 }

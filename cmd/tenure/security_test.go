@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -64,5 +65,63 @@ func TestCertsInitAndAuthToken(t *testing.T) {
 	data, _ = os.ReadFile(auth)
 	if strings.Count(string(data), "sha256:") != 2 || !strings.Contains(string(data), "hold:jobs/") {
 		t.Fatalf("auth file after a second token: %s", data)
+	}
+}
+
+// auth list shows each principal's roles and token IDs, never a token or
+// a whole hash; auth revoke removes one token by its ID and nothing else;
+// bad IDs change nothing.
+func TestAuthListAndRevoke(t *testing.T) {
+	auth := filepath.Join(t.TempDir(), "auth.json")
+	newToken := func(name string, roles ...string) (tok, id string) {
+		args := []string{"auth", "token", name, "--file", auth}
+		for _, r := range roles {
+			args = append(args, "--role", r)
+		}
+		res := runCLI(t.Context(), nil, args...)
+		tok = strings.TrimSpace(res.stdout)
+		m := regexp.MustCompile(`added token ([0-9a-f]{12}) of`).FindStringSubmatch(res.stderr)
+		if res.code != exitOK || m == nil {
+			t.Fatalf("auth token %s: %+v", name, res)
+		}
+		return tok, m[1]
+	}
+	appTok1, app1 := newToken("app", "hold:jobs/", "read:")
+	_, app2 := newToken("app")
+	_, ops := newToken("ops", "admin")
+
+	res := runCLI(t.Context(), nil, "auth", "list", "--file", auth)
+	if res.code != exitOK || strings.Contains(res.stdout, appTok1) || strings.Contains(res.stdout, "sha256:") {
+		t.Fatalf("auth list: %+v", res)
+	}
+	for _, want := range []string{"PRINCIPAL  ROLES", "app        hold:jobs/ read:  " + app1 + " " + app2, "ops        admin", ops} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("auth list lacks %q:\n%s", want, res.stdout)
+		}
+	}
+
+	before, _ := os.ReadFile(auth)
+	for _, bad := range []struct{ id, msg string }{
+		{"abc", "too short"},
+		{"000000000000", "no token has ID"},
+	} {
+		res := runCLI(t.Context(), nil, "auth", "revoke", bad.id, "--file", auth)
+		if res.code == exitOK || !strings.Contains(res.stderr, bad.msg) {
+			t.Errorf("revoke %q: %+v, want a refusal saying %q", bad.id, res, bad.msg)
+		}
+	}
+	if after, _ := os.ReadFile(auth); string(after) != string(before) {
+		t.Fatal("a refused revoke changed the file")
+	}
+
+	res = runCLI(t.Context(), nil, "auth", "revoke", app1, "--file", auth)
+	if res.code != exitOK || !strings.Contains(res.stdout, `revoked token `+app1+` of "app"`) || !strings.Contains(res.stdout, "SIGHUP") {
+		t.Fatalf("auth revoke: %+v", res)
+	}
+	res = runCLI(t.Context(), nil, "auth", "list", "-o", "json", "--file", auth)
+	want := `{"principal":"app","roles":["hold:jobs/","read:"],"token_ids":["` + app2 + `"]}` + "\n" +
+		`{"principal":"ops","roles":["admin"],"token_ids":["` + ops + `"]}` + "\n"
+	if res.code != exitOK || res.stdout != want {
+		t.Fatalf("auth list -o json after the revoke:\n%s\nwant:\n%s", res.stdout, want)
 	}
 }

@@ -107,8 +107,8 @@ func statusText(st client.Status) string {
 		{"last index", fmt.Sprint(st.LastIndex)},
 		{"cluster time", fmtDuration(st.ClusterTime)},
 		{"min ttl", fmtDuration(st.MinTTL)},
-		{"leases", fmt.Sprint(st.Leases)},
-		{"last token", fmt.Sprint(st.LastToken)},
+		{"leases", fmt.Sprint(st.Leases) + asOf(st)},
+		{"last token", fmt.Sprint(st.LastToken) + asOf(st)},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\n", r[0], r[1])
@@ -126,4 +126,14 @@ func statusText(st client.Status) string {
 	}
 	w.Flush()
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// asOf labels a figure of the node's own state when the node is not the
+// leader: it is what the node has applied, which may trail the leader by
+// the grants of the last moments.
+func asOf(st client.Status) string {
+	if st.State == "leader" {
+		return ""
+	}
+	return fmt.Sprintf(" (as of applied index %d on this %s; the leader may be ahead)", st.AppliedIndex, st.State)
 }

@@ -56,6 +56,7 @@ type options struct {
 	pprofListen   string
 	cors          string   // --cors-origins as given
 	corsOrigins   []string // parsed
+	maxStreams    int
 	version       bool
 	sec           security
 }
@@ -101,6 +102,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.join, "join", "", "API address of any member of an existing cluster to join")
 	fs.BoolVar(&o.dev, "dev", false, "keep everything in memory (nothing survives a restart)")
 	fs.StringVar(&o.cors, "cors-origins", "", "comma-separated browser origins (https://app.example) allowed to call the API\nfrom scripts; * allows any; default none")
+	fs.IntVar(&o.maxStreams, "max-streams", server.DefaultMaxStreams, "watches and dashboard streams one principal (without auth: one client host) may have\nopen on this node at once")
 	fs.StringVar(&o.pprofListen, "pprof-listen", "", "serve Go's profiler (net/http/pprof) on this separate address; off by default")
 	fs.BoolVar(&o.resetDataDir, "reset-data-dir", false, "move the contents of --data-dir aside (to DIR.old-TIME) and start a NEW cluster in it;\nits tokens start at 1 again, so reset the fences of your storage too")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -168,6 +170,9 @@ func checkOptions(o *options) error {
 	}
 	if err := server.CheckCORSOrigins(o.corsOrigins); err != nil {
 		return fmt.Errorf("--cors-origins: %s", strings.TrimPrefix(err.Error(), "server: "))
+	}
+	if o.maxStreams < 1 {
+		return fmt.Errorf("--max-streams %d must be at least 1", o.maxStreams)
 	}
 	if err := o.sec.check(o.listen, o.raftListen); err != nil {
 		return err
@@ -282,6 +287,14 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
+	// A raft port that is taken is found before the data directory is
+	// made, so that a failed first start leaves nothing behind.
+	rl, err := net.Listen("tcp", o.raftListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("raft listen on %s: %w", o.raftListen, err)
+	}
+	rl.Close()
 	apiAddr := o.advertise
 	if apiAddr == "" {
 		apiAddr = ln.Addr().String()
@@ -315,7 +328,9 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	cfg.SnapshotInterval = o.snapInterval
 	cfg.Logger = log
 	cfg.RaftLogLevel = o.raftLogLevel
-	cfg.PeerApplied = func(ctx context.Context, addr string) (uint64, error) { return peerApplied(ctx, &o.sec, addr) }
+	cfg.PeerProgress = func(ctx context.Context, addr string) (node.PeerProgress, error) {
+		return peerProgress(ctx, &o.sec, addr)
+	}
 	cfg.PeerTLS = o.sec.peer
 	reg := server.NewRegistry()
 	cfg.Registerer = reg
@@ -325,7 +340,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 		return err
 	}
 	srv, err := server.New(server.Config{Node: n, Logger: log, Registry: reg, Auth: o.sec.auth, ForwardTLS: o.sec.forwardTLS,
-		CORSOrigins: o.corsOrigins})
+		CORSOrigins: o.corsOrigins, MaxStreams: o.maxStreams})
 	if err != nil {
 		ln.Close()
 		n.Close()
@@ -333,8 +348,8 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	}
 	httpSrv := server.NewHTTPServer(o.listen, srv.Handler())
 	// TLS handshake failures (plain HTTP to the TLS port, unknown or
-	// expired certificates) are logged.
-	httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	// expired certificates) are logged, 20 a minute at most.
+	httpSrv.ErrorLog = server.NewErrorLog(log, 20, time.Minute)
 	serveErr := make(chan error, 1)
 	scheme := "http"
 	if o.sec.apiTLS != nil {
@@ -530,13 +545,13 @@ func peer(sec *security, addr string) (*client.Client, error) {
 	return client.New(cfg)
 }
 
-// peerApplied returns the applied index of the member whose API is at addr.
-func peerApplied(ctx context.Context, sec *security, addr string) (uint64, error) {
+// peerProgress returns how far the member whose API is at addr has come.
+func peerProgress(ctx context.Context, sec *security, addr string) (node.PeerProgress, error) {
 	c, err := peer(sec, addr)
 	if err != nil {
-		return 0, err
+		return node.PeerProgress{}, err
 	}
 	defer c.Close()
 	st, err := c.Status(ctx)
-	return st.AppliedIndex, err
+	return node.PeerProgress{Applied: st.AppliedIndex, CatchingUp: st.CatchingUp}, err
 }

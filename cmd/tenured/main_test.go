@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,5 +168,24 @@ func TestFaultInjectorHiddenAndLoud(t *testing.T) {
 	var bad syncBuffer
 	if code := run(t.Context(), []string{"--" + faultClockRateFlag, "0"}, io.Discard, &bad, noEnv); code != 2 {
 		t.Fatalf("a clock rate of 0 exited %d, want 2", code)
+	}
+}
+
+// A first start on a raft port that is taken fails with the port named
+// and leaves no data directory behind.
+func TestBusyRaftPortLeavesNothing(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	var out syncBuffer
+	code := run(t.Context(), []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--raft-listen", busy.Addr().String()}, io.Discard, &out, noEnv)
+	if code != 1 || !strings.Contains(out.String(), "raft listen on "+busy.Addr().String()) {
+		t.Fatalf("exit %d, want 1 naming the raft port; output:\n%s", code, out.String())
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the failed start left %s behind (stat: %v)", dir, err)
 	}
 }

@@ -11,6 +11,15 @@
 // lease is an *election.Lease, or fence.Grant(name, token) for a plain
 // number.
 //
+// # Read-modify-write
+//
+// Update reads a file, calls a function with its content and writes what
+// it returns, all under one hold of the directory's lock. ReadFile is a
+// fenced read: it records the token like a write, so no lower token
+// writes after it. Reading with os.ReadFile and then writing with
+// WriteFile loses a late holder's write that lands between the two (see
+// docs/fencing.md).
+//
 // # How
 //
 // Every guarded write, in every process, takes an exclusive flock on the

@@ -109,39 +109,109 @@ func (d *Dir) Write(ctx context.Context, l fence.Lease, name string, perm fs.Fil
 	if err := checkName(name); err != nil {
 		return err
 	}
-	return d.guarded(ctx, l, func(record func() error) error {
-		tmp, err := os.CreateTemp(d.path, tempPrefix+"*")
-		if err != nil {
-			return d.wrap("create a temporary file", err)
+	return d.guarded(ctx, l, func(record func() error) error { return d.replace(name, perm, fn, record) })
+}
+
+// replace writes the new content of name with fn to a temporary file,
+// fsyncs it, records the token and renames it over name; under the lock.
+func (d *Dir) replace(name string, perm fs.FileMode, fn func(w io.Writer) error, record func() error) error {
+	tmp, err := os.CreateTemp(d.path, tempPrefix+"*")
+	if err != nil {
+		return d.wrap("create a temporary file", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tmp.Close()
+			os.Remove(tmp.Name())
 		}
-		committed := false
-		defer func() {
-			if !committed {
-				tmp.Close()
-				os.Remove(tmp.Name())
-			}
-		}()
-		if err := fn(tmp); err != nil {
+	}()
+	if err := fn(tmp); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		return d.wrap("chmod the temporary file", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return d.wrap("fsync the temporary file", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return d.wrap("close the temporary file", err)
+	}
+	if err := record(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(d.path, name)); err != nil {
+		return d.wrap("rename the new "+name+" into place", err)
+	}
+	committed = true
+	return nil
+}
+
+// Update is a fenced read-modify-write of the file name, under one hold
+// of the directory's lock: it checks l's token, reads the file (exists
+// is false when there is none), calls fn with its content, and writes
+// what fn returns as WriteFile does, with mode perm. Nothing can write
+// between the read and the write, and a late holder that writes after
+// it is refused: the token is recorded with the write. If fn fails,
+// nothing changes and its error is returned. Reading with os.ReadFile
+// and then calling WriteFile instead loses a late holder's write that
+// lands between the two (see docs/fencing.md).
+func (d *Dir) Update(ctx context.Context, l fence.Lease, name string, perm fs.FileMode, fn func(old []byte, exists bool) ([]byte, error)) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	return d.guarded(ctx, l, func(record func() error) error {
+		old, err := os.ReadFile(filepath.Join(d.path, name))
+		exists := err == nil
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return d.wrap("read "+name, err)
+		}
+		data, err := fn(old, exists)
+		if err != nil {
 			return err
 		}
-		if err := tmp.Chmod(perm); err != nil {
-			return d.wrap("chmod the temporary file", err)
-		}
-		if err := tmp.Sync(); err != nil {
-			return d.wrap("fsync the temporary file", err)
-		}
-		if err := tmp.Close(); err != nil {
-			return d.wrap("close the temporary file", err)
-		}
+		return d.replace(name, perm, func(w io.Writer) error {
+			_, err := w.Write(data)
+			return err
+		}, record)
+	})
+}
+
+// ReadFile reads the file name, fenced: like a write, it refuses a stale
+// token (*fence.StaleError) and records l's token, so that no lower token
+// writes under l.Name() after it. It is the read of a read-modify-write
+// whose write comes later (Update does both under one lock). A missing
+// file is an error matching fs.ErrNotExist; the token is recorded all
+// the same.
+func (d *Dir) ReadFile(ctx context.Context, l fence.Lease, name string) ([]byte, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	var data []byte
+	var missing error
+	err := d.guarded(ctx, l, func(record func() error) error {
 		if err := record(); err != nil {
 			return err
 		}
-		if err := os.Rename(tmp.Name(), filepath.Join(d.path, name)); err != nil {
-			return d.wrap("rename the new "+name+" into place", err)
+		var err error
+		data, err = os.ReadFile(filepath.Join(d.path, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			missing = err // the token stays recorded
+			return nil
 		}
-		committed = true
+		if err != nil {
+			return d.wrap("read "+name, err)
+		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	if missing != nil {
+		return nil, missing
+	}
+	return data, nil
 }
 
 // Remove removes the file name from the directory if l's token passes the

@@ -229,6 +229,35 @@ func literal(conn *pgx.Conn, s string) (string, bool) {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'", true
 }
 
+// ReadModifyWrite runs a read-modify-write as one fenced transaction:
+// the fence first, then read, then write with what read returned, then
+// the commit. A late holder's write can then neither land between the
+// read and the write (it waits for the fence row's lock, and is refused
+// once this transaction has committed a newer token) nor be missed by
+// the read (under READ COMMITTED, the default, the read comes after the
+// fence and sees every transaction committed before it). Reading in a
+// transaction of its own leaves that window open: see docs/fencing.md.
+// Errors and retries are InTx's.
+//
+// Under REPEATABLE READ the snapshot is taken at the fence, before it
+// may wait for the fence row: when the holder it waited for had the same
+// token as before (it only locked the row), the read can miss that
+// holder's last write. Postgres then refuses this transaction's write
+// to the same rows (a serialization failure, run again); a read of
+// other rows than those written should use SELECT ... FOR SHARE or
+// SERIALIZABLE.
+func ReadModifyWrite[T any](ctx context.Context, f *Fence, l fence.Lease,
+	read func(ctx context.Context, tx pgx.Tx) (T, error),
+	write func(ctx context.Context, tx pgx.Tx, v T) error) error {
+	return f.InTx(ctx, l, func(ctx context.Context, tx pgx.Tx) error {
+		v, err := read(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return write(ctx, tx, v)
+	})
+}
+
 // Check runs tenure_fence(l.Name(), l.Token()) in tx, a transaction of
 // the caller's: call it before the transaction's writes. Its error is a
 // *fence.StaleError for a stale token; tx is then aborted, and must be

@@ -32,6 +32,22 @@
 // would replace it), a fenced HSET on a key that is not a hash, a fence
 // key that does not hold a token.
 //
+// # From any language
+//
+// The scripts are the files in scripts/ (set.lua, hset.lua, del.lua,
+// get.lua, advance.lua, highest.lua), embedded into this package, so Go
+// and any other client run the same scripts under the same SHA1 digests.
+// scripts/README.md has their calling convention (KEYS[1] the fence key,
+// ARGV[1] the token; the error replies TENURE_STALE N, TENURE_INVALID,
+// TENURE_WRONGTYPE) and their use from redis-cli, Python and TypeScript.
+//
+// # Read-modify-write
+//
+// Get is a fenced read: it records the token like a write, so no lower
+// token writes after it. Update reads with Get, computes, and writes
+// with Set. Reading with a plain GET and writing with Set loses a late
+// holder's write that lands between the two (see docs/fencing.md).
+//
 // # Use
 //
 //	f, err := redisfence.New(rdb, redisfence.DefaultConfig())

@@ -140,6 +140,44 @@ func (f *Fence) Del(ctx context.Context, l fence.Lease, keys ...string) (int64, 
 	return n, err
 }
 
+// Get reads key, as GET does, fenced: it is the read of a
+// read-modify-write. Like a write, it refuses a stale token and records
+// l's token, so that from then on no lower token can write under l.Name()
+// (a late holder that wakes up between this read and the write that
+// follows is refused). found is false when key does not exist. A key that
+// is not a string is refused with ErrWrongType. A read with a plain GET
+// records nothing, and a late holder's write can then land between it and
+// the write: see Update and docs/fencing.md.
+func (f *Fence) Get(ctx context.Context, l fence.Lease, key string) (value string, found bool, err error) {
+	v, err := f.run(ctx, getScript, l, []string{key})
+	if err != nil || v == nil {
+		return "", false, err
+	}
+	s, _ := v.(string)
+	return s, true, nil
+}
+
+// Update is a fenced read-modify-write of the string key: a fenced Get,
+// then fn with what it read (found is false for no key), then a fenced
+// Set of what fn returned (no expiry). The fenced read keeps every lower
+// token from writing in between; a newer holder that writes in between
+// makes the Set fail with a *fence.StaleError. If fn returns an error,
+// nothing is written and Update returns it. Update does not keep two
+// writers with the same token (one holder's goroutines) apart; for that,
+// or to read and write in one step, write the read-modify-write as a
+// Script.
+func (f *Fence) Update(ctx context.Context, l fence.Lease, key string, fn func(old string, found bool) (string, error)) error {
+	old, found, err := f.Get(ctx, l, key)
+	if err != nil {
+		return err
+	}
+	v, err := fn(old, found)
+	if err != nil {
+		return err
+	}
+	return f.Set(ctx, l, key, v, 0)
+}
+
 // Advance records token as resource's fence if it is not lower than the
 // highest accepted, and returns a *fence.StaleError otherwise. It writes
 // nothing else; it is the check of an HTTP service's fence kept in Redis
@@ -202,6 +240,8 @@ func scriptError(err error, l fence.Lease) error {
 	case strings.HasPrefix(msg, "TENURE_STALE "):
 		h, _ := strconv.ParseUint(strings.TrimPrefix(msg, "TENURE_STALE "), 10, 64)
 		return &fence.StaleError{Resource: l.Name(), Token: l.Token(), Highest: h}
+	case strings.HasPrefix(msg, "TENURE_INVALID "):
+		return fence.Invalid("%s", strings.TrimPrefix(msg, "TENURE_INVALID "))
 	case strings.HasPrefix(msg, "TENURE_WRONGTYPE "):
 		return fmt.Errorf("%w: %s (nothing was written)", ErrWrongType, strings.TrimPrefix(msg, "TENURE_WRONGTYPE "))
 	}

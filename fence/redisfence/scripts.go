@@ -1,79 +1,79 @@
 package redisfence
 
-import "github.com/redis/go-redis/v9"
+import (
+	"embed"
+	"strings"
 
-// The scripts. Each takes the fence key as KEYS[1] and the token, in
-// decimal, as ARGV[1]; the write's own keys and arguments follow. Tokens
-// are compared as decimal strings (length first), not as Lua numbers,
-// which are doubles and would lose precision above 2^53.
+	"github.com/redis/go-redis/v9"
+)
+
+// The scripts are the files in scripts/, shipped for any language (their
+// calling convention is scripts/README.md) and embedded here, so that Go
+// sends the very same scripts, under the same SHA1 digests (EVALSHA),
+// as any other client that loads the files.
 //
-// Each script checks first, writes next and records the token last, and
-// refuses a key of the wrong type before it writes anything, so an error
-// leaves both the data and the fence as they were.
+// Each guarded script takes the fence key as KEYS[1] and the token, in
+// decimal, as ARGV[1]; the write's own keys and arguments follow. Each
+// checks first (the block between "-- tenure:check begin" and "--
+// tenure:check end"), writes next and records the token last (the
+// "tenure:record" block), and refuses a key of the wrong type before it
+// writes anything, so an error leaves both the data and the fence as
+// they were.
+//
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
 
-// checkLua refuses a stale token. It defines tenure_fkey, tenure_token and
-// tenure_highest (names a script body of the caller's will not clash
-// with) for what follows.
-const checkLua = `local tenure_fkey, tenure_token = KEYS[1], ARGV[1]
-local tenure_highest = redis.pcall('GET', tenure_fkey)
-if type(tenure_highest) == 'table' and tenure_highest.err then
-	return redis.error_reply('TENURE_WRONGTYPE the fence key ' .. tenure_fkey .. ' is not a string: ' .. tenure_highest.err)
-end
-if tenure_highest and tenure_highest ~= tenure_token then
-	if not string.match(tenure_highest, '^[1-9][0-9]*$') then
-		return redis.error_reply('TENURE_WRONGTYPE the fence key ' .. tenure_fkey .. ' holds ' .. string.format('%q', tenure_highest) .. ', not a token')
-	end
-	if #tenure_highest > #tenure_token or (#tenure_highest == #tenure_token and tenure_highest > tenure_token) then
-		return redis.error_reply('TENURE_STALE ' .. tenure_highest)
-	end
-end
-`
+// Scripts returns the shipped scripts by file name ("set.lua", ...), the
+// same text as the files in scripts/.
+func Scripts() map[string]string {
+	out := map[string]string{}
+	entries, _ := scriptFiles.ReadDir("scripts")
+	for _, e := range entries {
+		out[e.Name()] = file(e.Name())
+	}
+	return out
+}
 
-// recordLua records the token; the scripts end with it. The same token
-// again (a holder's next write) is already recorded.
-const recordLua = `if tenure_highest ~= tenure_token then
-	redis.call('SET', tenure_fkey, tenure_token)
-end
-`
+// file returns the text of scripts/name; the files are embedded, so a
+// missing one is a build mistake.
+func file(name string) string {
+	b, err := scriptFiles.ReadFile("scripts/" + name)
+	if err != nil {
+		panic("redisfence: " + err.Error())
+	}
+	return string(b)
+}
 
-// setScript: KEYS[2] key; ARGV[2] value, ARGV[3] ttl in ms (0: none).
-var setScript = redis.NewScript(checkLua + `local key = KEYS[2]
-local kt = redis.call('TYPE', key)['ok']
-if kt ~= 'none' and kt ~= 'string' then
-	return redis.error_reply('TENURE_WRONGTYPE ' .. key .. ' holds a ' .. kt .. ', not a string')
-end
-if ARGV[3] ~= '0' then
-	redis.call('SET', key, ARGV[2], 'PX', ARGV[3])
-else
-	redis.call('SET', key, ARGV[2])
-end
-` + recordLua + `return redis.status_reply('OK')
-`)
+// block returns the lines of s from "-- tenure:NAME begin" to "--
+// tenure:NAME end", both included.
+func block(s, name string) string {
+	begin, end := "-- tenure:"+name+" begin\n", "-- tenure:"+name+" end\n"
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		panic("redisfence: advance.lua has no " + name + " block")
+	}
+	return s[i : j+len(end)]
+}
 
-// hsetScript: KEYS[2] key; ARGV[2..] field, value pairs. HSET on a key of
-// another type fails before it changes anything.
-var hsetScript = redis.NewScript(checkLua + `local key = KEYS[2]
-local n = redis.pcall('HSET', key, unpack(ARGV, 2))
-if type(n) == 'table' and n.err then
-	return redis.error_reply('TENURE_WRONGTYPE ' .. key .. ' holds a ' .. redis.call('TYPE', key)['ok'] .. ', not a hash')
-end
-` + recordLua + `return n
-`)
+var (
+	// checkLua refuses a stale token. It defines tenure_fkey,
+	// tenure_token and tenure_highest (names a script body of the
+	// caller's will not clash with) for what follows; recordLua records
+	// the token. Script wraps a body of the caller's in them.
+	checkLua  = block(file("advance.lua"), "check")
+	recordLua = block(file("advance.lua"), "record")
 
-// delScript: KEYS[2..] the keys to delete.
-var delScript = redis.NewScript(checkLua + `local n = redis.call('DEL', unpack(KEYS, 2))
-` + recordLua + `return n
-`)
-
-// advanceScript records the token and writes nothing else.
-var advanceScript = redis.NewScript(checkLua + recordLua + `return redis.status_reply('OK')
-`)
-
-// readScript returns the fence, as a string (nil for none), refusing a
-// fence key of another type.
-var readScript = redis.NewScript(`local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v.err then
-	return redis.error_reply('TENURE_WRONGTYPE the fence key ' .. KEYS[1] .. ' is not a string: ' .. v.err)
-end
-return v
-`)
+	// setScript: KEYS[2] key; ARGV[2] value, ARGV[3] ttl in ms (0: none).
+	setScript = redis.NewScript(file("set.lua"))
+	// hsetScript: KEYS[2] key; ARGV[2..] field, value pairs.
+	hsetScript = redis.NewScript(file("hset.lua"))
+	// delScript: KEYS[2..] the keys to delete.
+	delScript = redis.NewScript(file("del.lua"))
+	// getScript: KEYS[2] the key to read, fenced.
+	getScript = redis.NewScript(file("get.lua"))
+	// advanceScript records the token and writes nothing else.
+	advanceScript = redis.NewScript(file("advance.lua"))
+	// readScript returns the fence, as a string (nil for none), refusing
+	// a fence key of another type.
+	readScript = redis.NewScript(file("highest.lua"))
+)

@@ -214,6 +214,7 @@ func (c *Cluster) start(m *Member, bootstrap bool) (err error) {
 	cfg.Limits.MinTTL = c.cfg.MinTTL
 	cfg.Logger = slog.New(c.cfg.Log).With("node", m.ID)
 	cfg.RaftLogOutput = c.cfg.RaftLog
+	cfg.PeerProgress = c.peerProgress
 	switch c.cfg.Network {
 	case TCP:
 		var rln net.Listener
@@ -505,4 +506,22 @@ func Poll(ctx context.Context, what string, cond func() error) error {
 		case <-t.C:
 		}
 	}
+}
+
+// peerProgress is what tenured learns from a member's Status over its
+// API, read from the member's node directly.
+func (c *Cluster) peerProgress(_ context.Context, apiAddr string) (node.PeerProgress, error) {
+	c.mu.Lock()
+	var n *node.Node
+	for _, m := range c.members {
+		if m.apiAddr() == apiAddr && !m.down {
+			n = m.Node
+		}
+	}
+	c.mu.Unlock()
+	if n == nil {
+		return node.PeerProgress{}, fmt.Errorf("localcluster: no running member has API address %s", apiAddr)
+	}
+	st := n.Status()
+	return node.PeerProgress{Applied: st.AppliedIndex, CatchingUp: st.CatchingUp}, nil
 }

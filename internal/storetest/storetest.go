@@ -1,17 +1,19 @@
-// Package storetest gives tests the Postgres and Redis servers they run
-// against: where they are, and a schema or a key prefix of a test's own,
-// removed when the test ends. It is test support: only _test.go files
+// Package storetest gives tests the Postgres, MySQL (MariaDB) and Redis
+// servers they run against: where they are, and a schema, a database or a
+// key prefix of a test's own, removed when the test ends. It is test support: only _test.go files
 // import it.
 package storetest
 
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -24,6 +26,65 @@ func PostgresURL() string {
 		return u
 	}
 	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// MySQLDSN is the MySQL or MariaDB server the tests use, as a DSN of
+// github.com/go-sql-driver/mysql: $TENURE_TEST_MYSQL, or the MariaDB
+// that .ci/run starts.
+func MySQLDSN() string {
+	if d := os.Getenv("TENURE_TEST_MYSQL"); d != "" {
+		return d
+	}
+	return "root@tcp(127.0.0.1:3306)/test"
+}
+
+// MySQL creates a database of tb's own and returns its name and the DSN
+// of MySQLDSN with that database; it is dropped, with all it holds, when
+// tb ends. It fails tb, saying what to start, when the server does not
+// answer.
+func MySQL(tb testing.TB) (database, dsn string) {
+	tb.Helper()
+	cfg, err := mysql.ParseDSN(MySQLDSN())
+	if err != nil {
+		tb.Fatalf("TENURE_TEST_MYSQL: %v", err)
+	}
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	database = Name("tenure_test_")
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+database); err != nil {
+		tb.Fatalf("MySQL is not reachable at %s: %v\nStart it (.ci/run does: start-stop-daemon --start --background --exec /usr/sbin/mariadbd) or set TENURE_TEST_MYSQL to a DSN (user@tcp(host:3306)/db).", MySQLDSN(), err)
+	}
+	tb.Cleanup(func() {
+		admin, err := sql.Open("mysql", cfg.FormatDSN())
+		if err != nil {
+			tb.Errorf("drop database %s: %v", database, err)
+			return
+		}
+		defer admin.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE "+database); err != nil {
+			tb.Errorf("drop database %s: %v", database, err)
+		}
+	})
+	cfg.DBName = database
+	return database, cfg.FormatDSN()
+}
+
+// MySQLDB returns a pool on dsn, closed when tb ends.
+func MySQLDB(tb testing.TB, dsn string) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
 }
 
 // RedisAddr is the Redis server the tests use: $TENURE_TEST_REDIS, or

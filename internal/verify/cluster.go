@@ -41,7 +41,9 @@ type Node struct {
 // ports stay reserved (tenuredproc.ReservePorts) while nodes are down, so
 // no other cluster on the machine can take them.
 type Cluster struct {
-	Bin      string
+	Bin string
+	// Dir holds the nodes' data directories and logs (n1.log, ...).
+	Dir      string
 	Nodes    []*Node
 	Net      *Network
 	Election time.Duration
@@ -70,7 +72,7 @@ func NewCluster(bin, dir string, n int, election time.Duration) (*Cluster, error
 		return nil, err
 	}
 	addrs := ports.Addrs()
-	c := &Cluster{Bin: bin, Election: election, ports: ports}
+	c := &Cluster{Bin: bin, Dir: dir, Election: election, ports: ports}
 	c.Net = NewNetwork(c.pids)
 	for i := range n {
 		api, raft := addrs[2*i], addrs[2*i+1]
@@ -227,23 +229,32 @@ func (c *Cluster) Boot(ctx context.Context) error {
 	defer cl.Close()
 	// Joiners start as non-voters and are promoted once caught up; the
 	// faults only make sense against a cluster of voters.
-	return waitFor(ctx, 30*time.Second, "every node to join, be promoted to voter and be ready", func() bool {
+	var last string // what the last look saw, for the error
+	err = waitFor(ctx, 30*time.Second, "every node to join, be promoted to voter and be ready", func() bool {
 		st, err := cl.Status(ctx)
-		if err != nil || len(st.Members) != len(c.Nodes) {
+		if err != nil {
+			last = fmt.Sprintf("status: %v", err)
 			return false
 		}
+		var seen []string
+		ok := len(st.Members) == len(c.Nodes)
 		for _, m := range st.Members {
-			if m.Suffrage != "voter" {
-				return false
-			}
+			seen = append(seen, m.ID+" "+m.Suffrage)
+			ok = ok && m.Suffrage == "voter"
 		}
 		for _, n := range c.Nodes {
 			if !nodeReady(n.API) {
-				return false
+				seen = append(seen, n.ID+" not ready")
+				ok = false
 			}
 		}
-		return true
+		last = fmt.Sprintf("leader %s lists %s", st.LeaderID, strings.Join(seen, ", "))
+		return ok
 	})
+	if err != nil {
+		return fmt.Errorf("%w; the last look: %s (node logs in %s)", err, last, c.Dir)
+	}
+	return nil
 }
 
 // Leader returns the index of the node the cluster reports as leader.

@@ -148,7 +148,7 @@ func TestVerify(t *testing.T) {
 // the cluster is whole again after Heal.
 func testPartition(t *testing.T, tenured string) {
 	ctx := context.Background()
-	c, err := NewCluster(tenured, t.TempDir(), 3, 500*time.Millisecond)
+	c, err := NewCluster(tenured, evidenceDir(t), 3, 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

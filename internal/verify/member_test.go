@@ -69,7 +69,7 @@ func fakeLeaderClient(t *testing.T, f *fakeMembers) *client.Client {
 func TestLeaveNoSuchMemberOnRetryTookEffect(t *testing.T) {
 	f := &fakeMembers{members: map[string]bool{"n1": true, "n2": true, "n3": true}, lostAnswers: 1}
 	cl := fakeLeaderClient(t, f)
-	note, err := leave(t.Context(), cl, "n1", 200*time.Millisecond, 10*time.Second)
+	note, err := leave(t.Context(), cl, "n1", leaveAttempt, 10*leaveAttempt)
 	if err != nil {
 		t.Fatalf("leave returned %v after %d calls; the first call removed n1", err, f.calls)
 	}
@@ -96,7 +96,7 @@ func TestLeave(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := fakeLeaderClient(t, tc.f)
-			note, err := leave(t.Context(), cl, "n1", 200*time.Millisecond, time.Second)
+			note, err := leave(t.Context(), cl, "n1", leaveAttempt, 5*leaveAttempt)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("leave: %v, want an error: %v", err, tc.wantErr)
 			}
@@ -202,7 +202,7 @@ func TestDamagedTargetInitialised(t *testing.T) {
 // fail, naming it.
 func testMemberFault(t *testing.T, tenured string) {
 	ctx := t.Context()
-	c, err := NewCluster(tenured, t.TempDir(), 3, 500*time.Millisecond)
+	c, err := NewCluster(tenured, evidenceDir(t), 3, 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestPowerLoss(t *testing.T) {
 	})
 
 	t.Run("SkipFsyncFails", func(t *testing.T) {
-		code, rep, out := runHarness(t, bin, "--faults", FaultPowerLoss, "--unsafe-skip-fsync", "--duration", "12s", "--seed", "3")
+		code, rep, out := runHarness(t, bin, "--faults", FaultPowerLoss, "--unsafe-skip-fsync", "--duration", "20s", "--seed", "3")
 		if code != 1 || rep.OK {
 			t.Fatalf("the run with fsync skipped passed (exit %d); power loss goes unnoticed. Evidence in %s", code, out)
 		}

@@ -20,14 +20,17 @@ import { type Observation, type RunOptions, observe, runElection } from "./elect
 import { type Lease as ElectionLease, Session, type SessionConfig } from "./session.js";
 import { durationToMs, msToDuration } from "./duration.js";
 import { RequestIds, type RequestIdInit } from "./requestid.js";
+import { type UpdateFn, updateKV } from "./kvupdate.js";
 import {
   IndeterminateError,
   LeaseHeldError,
   NotAppliedError,
   OtherClusterError,
+  TLSError,
   TenureError,
   UnavailableError,
   fromConnectError,
+  isTLSError,
   isIndeterminateWire,
   messageOf,
   reasonError,
@@ -36,13 +39,25 @@ import {
 /** ClientConfig configures a Client. Durations are in milliseconds. */
 export interface ClientConfig {
   /** API addresses of cluster members, as host:port (an http:// prefix is
-   * accepted). Any member serves any request: followers forward to the
-   * leader. Required. */
+   * accepted; https:// means TLS). Any member serves any request:
+   * followers forward to the leader. Required. */
   endpoints: string[];
-  /** Makes the transport for one endpoint's base URL
-   * (http://host:port). createClient from "@tenure-io/client" fills it
-   * in for Node.js or the browser. */
+  /** Makes the transport for one endpoint's base URL (http://host:port,
+   * or https://host:port for TLS). createClient from "@tenure-io/client"
+   * fills it in for Node.js or the browser. */
   transport: (baseUrl: string) => Transport;
+  /** Makes every endpoint https, also those written host:port. The Node.js
+   * createClient sets it when its tls option is given. Default false:
+   * only endpoints written https://host:port use TLS. */
+  https?: boolean;
+  /** A bearer token (tenure auth token prints one), sent as
+   * "Authorization: Bearer TOKEN" with every request; the server's auth
+   * file names its principal. A server that refuses it answers
+   * unauthenticated (UnauthenticatedError); a principal without the role
+   * for a name gets permission_denied (PermissionDeniedError). Neither is
+   * retried. Over plain HTTP the token travels in clear text: use https
+   * endpoints beyond loopback. */
+  token?: string;
   /** Bounds one attempt of a request at one endpoint; the caller's signal
    * bounds the whole call with its retries. An acquire that waits gets its
    * wait timeout on top. Default 5000. */
@@ -239,6 +254,9 @@ export function classify(err: unknown, parentAborted: boolean, timedOut: boolean
   // client's cluster (whatever it did on the other one), and another
   // endpoint may be of the right cluster.
   if (err instanceof OtherClusterError) return Outcome.TryNext;
+  // Another endpoint of the same cluster would refuse the same
+  // certificate: retrying only hides the reason.
+  if (isTLSError(err)) return Outcome.GiveUp;
   const maybeApplied = p === RetryPolicy.Always ? Outcome.TryNext : Outcome.Indeterminate;
   if (timedOut) return maybeApplied;
   if (isWireError(err)) {
@@ -258,18 +276,48 @@ export function classify(err: unknown, parentAborted: boolean, timedOut: boolean
   return maybeApplied;
 }
 
-/** normalizeEndpoint returns e as host:port. */
-export function normalizeEndpoint(e: string): string {
+/** parseEndpoint returns e as host:port, and whether it was written
+ * https://host:port. */
+export function parseEndpoint(e: string): { addr: string; https: boolean } {
   let addr = e.trim();
+  let https = false;
   if (addr.startsWith("https://")) {
-    throw new TenureError(`client: endpoint "${e}": TLS is not supported yet, use host:port`);
+    addr = addr.slice("https://".length);
+    https = true;
+  } else if (addr.startsWith("http://")) {
+    addr = addr.slice("http://".length);
   }
-  if (addr.startsWith("http://")) addr = addr.slice("http://".length);
   while (addr.endsWith("/")) addr = addr.slice(0, -1);
   if (addr === "") throw new TenureError("client: empty endpoint");
   const m = /^(\[[^\]]+\]|[^:/\s]+):(\d+)$/.exec(addr);
   if (m === null) throw new TenureError(`client: endpoint "${e}" is not host:port`);
-  return addr;
+  return { addr, https };
+}
+
+/** normalizeEndpoint returns e as host:port. */
+export function normalizeEndpoint(e: string): string {
+  return parseEndpoint(e).addr;
+}
+
+/** checkToken throws if token cannot be sent in a header. */
+function checkToken(token: string): void {
+  if (token === "") return;
+  if (token !== token.trim() || /[\s\x00-\x1f\x7f]/.test(token) || /[^\x21-\x7e]/.test(token)) {
+    throw new TenureError("client: token has spaces, control or non-ASCII characters");
+  }
+}
+
+/** withHeaders returns t with the headers of set added to every request. */
+function withHeaders(t: Transport, set: Record<string, string>): Transport {
+  const add = (header: HeadersInit | undefined): Headers => {
+    const h = new Headers(header);
+    for (const [k, v] of Object.entries(set)) h.set(k, v);
+    return h;
+  };
+  return {
+    unary: (method, signal, timeoutMs, header, input, contextValues) => t.unary(method, signal, timeoutMs, add(header), input, contextValues),
+    stream: (method, signal, timeoutMs, header, input, contextValues) => t.stream(method, signal, timeoutMs, add(header), input, contextValues),
+  };
 }
 
 function leaseFromProto(p: PbLease | undefined, sentAt: number): Lease {
@@ -353,7 +401,7 @@ export interface Watch extends AsyncIterable<WatchEvent> {
  */
 export class Client {
   readonly clock: Clock;
-  private readonly cfg: Required<Omit<ClientConfig, "clock" | "transport" | "endpoints" | "onClose" | "clusterId">>;
+  private readonly cfg: Required<Omit<ClientConfig, "clock" | "transport" | "endpoints" | "onClose" | "clusterId" | "https" | "token">>;
   private readonly eps: Endpoint[];
   private cur = 0;
   /** The cluster the client is pinned to; undefined until known. */
@@ -370,6 +418,7 @@ export class Client {
     if (cfg.clusterId !== undefined && cfg.clusterId !== cfg.clusterId.trim()) {
       throw new TenureError(`client: clusterId "${cfg.clusterId}" has leading or trailing space`);
     }
+    if (cfg.token !== undefined) checkToken(cfg.token);
     this.pinned = cfg.clusterId || undefined;
     this.clock = cfg.clock ?? systemClock;
     this.onClose = cfg.onClose;
@@ -379,9 +428,11 @@ export class Client {
       maxRetryBackoffMs: cfg.maxRetryBackoffMs || clientDefaults.maxRetryBackoffMs,
     };
     this.eps = cfg.endpoints.map((e) => {
-      const addr = normalizeEndpoint(e);
+      const { addr, https } = parseEndpoint(e);
+      let base = cfg.transport(`${https || cfg.https ? "https" : "http"}://${addr}`);
+      if (cfg.token) base = withHeaders(base, { authorization: `Bearer ${cfg.token}` });
       // Every answer from addr has its cluster ID checked.
-      const t = withClusterCheck(cfg.transport(`http://${addr}`), (h) => this.checkCluster(addr, h));
+      const t = withClusterCheck(base, (h) => this.checkCluster(addr, h));
       return { addr, lease: createClient(LeaseService, t), kv: createClient(KVService, t), cluster: createClient(ClusterService, t) };
     });
   }
@@ -483,6 +534,7 @@ export class Client {
         onFailure?.(err, outcome, classify(err, parentAborted, a.timedOut, RetryPolicy.Unsent));
         if (outcome === Outcome.GiveUp) {
           if (parentAborted) throw this.gaveUp(signal!, failures, last, other);
+          if (!isWireError(err) && isTLSError(err)) throw new TLSError(ep.addr, err);
           throw fromConnectError(err);
         }
         if (outcome === Outcome.Indeterminate) {
@@ -661,6 +713,32 @@ export class Client {
   async kvGet(key: string, opts?: CallOptions): Promise<KV> {
     const { res } = await this.unary(RetryPolicy.Always, opts, (ep, signal) => ep.kv.get({ key }, { signal }));
     return { key: res.key, value: res.value, lease: res.lease, token: res.token, revision: res.revision };
+  }
+
+  /**
+   * update is a fenced read-modify-write of key with the grant (lease,
+   * token): it reads key, refuses (StaleTokenError, without calling fn)
+   * if the value was written by a newer token than token, calls fn with
+   * the value (undefined if key holds none), and writes what fn returns
+   * with put, fenced by the same grant; fn returning undefined writes
+   * nothing. It resolves to what was written, or undefined.
+   *
+   * The read is fenced as well as the write: fn never computes on a value
+   * a newer holder wrote, and the store refuses the write if the grant is
+   * no longer current or a newer token wrote key in between. The store's
+   * reads and writes go through the cluster's log, so a read made while
+   * the grant is current has every write of the holders before it. For a
+   * semaphore, whose slots hold live grants at once, give each slot its
+   * own keys: two live grants can interleave their reads and writes.
+   */
+  async update(
+    key: string,
+    lease: string,
+    token: bigint,
+    fn: UpdateFn,
+    opts?: CallOptions,
+  ): Promise<KV | undefined> {
+    return updateKV({ kvGet: (k, o) => this.kvGet(k, o), put: (k, v, o) => this.put(k, v, lease, token, o) }, key, lease, token, fn, opts);
   }
 
   /** delete removes key, fenced like put, and returns the store revision

@@ -19,10 +19,12 @@ export {
   isDialError,
   isWireError,
   normalizeEndpoint,
+  parseEndpoint,
   Outcome,
   RetryPolicy,
 } from "./client.js";
 export { type Clock, systemClock } from "./clock.js";
+export { type UpdateFn, updateKV } from "./kvupdate.js";
 export { RequestIds, type RequestIdInit } from "./requestid.js";
 export {
   TenureError,
@@ -36,6 +38,11 @@ export {
   UnavailableError,
   IndeterminateError,
   OtherClusterError,
+  UnauthenticatedError,
+  PermissionDeniedError,
+  ForbiddenError,
+  TLSError,
+  isTLSError,
   Reason,
   isError,
   findError,

@@ -9,7 +9,13 @@
 //   not_found (reason NOT_FOUND)                   NotFoundError
 //   deadline_exceeded                              DeadlineExceededError
 //   canceled                                       CanceledError
+//   unauthenticated                                UnauthenticatedError
+//   permission_denied, reason FORBIDDEN            ForbiddenError (a PermissionDeniedError)
+//   permission_denied                              PermissionDeniedError
 //   anything else                                  the ConnectError itself
+//
+// A TLS handshake that fails (a server certificate that does not verify,
+// a client certificate the server refused) is a TLSError.
 //
 // A code shared by several rows (failed_precondition) needs its reason; a
 // failed_precondition without a known reason stays a ConnectError.
@@ -25,6 +31,7 @@ export const Reason = {
   NotFound: "NOT_FOUND",
   NotApplied: "NOT_APPLIED",
   Indeterminate: "INDETERMINATE",
+  Forbidden: "FORBIDDEN",
 } as const;
 
 /** TenureError is the base class of every error this package throws. */
@@ -74,6 +81,53 @@ export class NotFoundError extends TenureError {}
  * calls in flight). The retry had no effect; an earlier attempt may have.
  * The client throws it as the cause of an IndeterminateError. */
 export class NotAppliedError extends TenureError {}
+
+/** The server requires authentication and the request had none, or a
+ * bearer token it does not know (unknown or revoked). Not retried: every
+ * member of the cluster would refuse it alike. */
+export class UnauthenticatedError extends TenureError {}
+
+/** The request's principal may not do this: it lacks the role for the
+ * name (the message names the role needed), or it is not admin for a
+ * cluster call. Not retried. */
+export class PermissionDeniedError extends TenureError {}
+
+/** The grant (or the holder's place in the wait queue) belongs to another
+ * principal: only the principal that acquired a grant renews, releases or
+ * writes with it, whatever the token. The Go client's ErrForbidden. */
+export class ForbiddenError extends PermissionDeniedError {}
+
+/** The TLS handshake with an endpoint failed: its certificate does not
+ * verify against the CA (or the system's roots), its name does not match,
+ * the server refused the client certificate (none, another CA, expired),
+ * or TLS was spoken to a plain-text port. Not retried on other endpoints:
+ * they would fail alike. `cause` is the error of the connection. */
+export class TLSError extends TenureError {
+  constructor(
+    /** The endpoint (host:port). */
+    readonly endpoint: string,
+    cause: unknown,
+  ) {
+    super(`client: TLS with ${endpoint} failed: ${messageOf(cause)}`, { cause });
+  }
+}
+
+/** tlsCodes match the codes of Node.js's TLS and certificate errors. */
+const tlsCodes = /CERT|SIGNATURE|^UNABLE_TO_|^ERR_SSL_|^ERR_TLS_|^EPROTO$|^INVALID_CA$|^PATH_LENGTH_EXCEEDED$|^INVALID_PURPOSE$|^HOSTNAME_MISMATCH$/;
+
+/** isTLSError reports whether err, or an error in its cause chain, is a
+ * failed TLS handshake (see TLSError). */
+export function isTLSError(err: unknown): boolean {
+  const seen = new Set<unknown>();
+  while (typeof err === "object" && err !== null && !seen.has(err)) {
+    if (err instanceof TLSError) return true;
+    seen.add(err);
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === "string" && tlsCodes.test(code)) return true;
+    err = (err as { cause?: unknown }).cause;
+  }
+  return false;
+}
 
 /** The server reported that the request's deadline passed. */
 export class DeadlineExceededError extends TenureError {}
@@ -191,6 +245,9 @@ const table: Row[] = [
   { code: Code.FailedPrecondition, reason: Reason.NotApplied, make: (m, ce) => new NotAppliedError(m, { cause: ce, code: ce.code }) },
   { code: Code.DeadlineExceeded, reason: "", make: (m, ce) => new DeadlineExceededError(m, { cause: ce, code: ce.code }) },
   { code: Code.Canceled, reason: "", make: (m, ce) => new CanceledError(m, { cause: ce, code: ce.code }) },
+  { code: Code.Unauthenticated, reason: "", make: (m, ce) => new UnauthenticatedError(m, { cause: ce, code: ce.code }) },
+  { code: Code.PermissionDenied, reason: Reason.Forbidden, make: (m, ce) => new ForbiddenError(m, { cause: ce, code: ce.code }) },
+  { code: Code.PermissionDenied, reason: "", make: (m, ce) => new PermissionDeniedError(m, { cause: ce, code: ce.code }) },
 ];
 
 const defaultMessages: Record<string, string> = {
@@ -201,13 +258,17 @@ const defaultMessages: Record<string, string> = {
   [Reason.NotApplied]: "lease: request below its session's floor, not applied",
   [Code.DeadlineExceeded]: "context deadline exceeded",
   [Code.Canceled]: "context canceled",
+  [Code.Unauthenticated]: "unauthenticated",
+  [Reason.Forbidden]: "lease: not permitted",
+  [Code.PermissionDenied]: "permission denied",
 };
 
 /** rowFor returns the row with code and reason or, failing that, the only
- * row with code: a code shared by several rows needs its reason. */
+ * row with code, or its row without a reason: a code shared by several
+ * rows with reasons needs its reason. */
 function rowFor(code: Code, reason: string): Row | undefined {
   const rows = table.filter((r) => r.code === code);
-  return rows.find((r) => r.reason === reason) ?? (rows.length === 1 ? rows[0] : undefined);
+  return rows.find((r) => r.reason === reason) ?? (rows.length === 1 ? rows[0] : rows.find((r) => r.reason === ""));
 }
 
 /**

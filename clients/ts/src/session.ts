@@ -3,7 +3,8 @@
 // its local deadline at the latest, before the server could grant the lease
 // to anyone else.
 
-import type { AcquireOptions, CallOptions, Lease as Grant, LeaseRef, RenewResult, Watch } from "./client.js";
+import type { AcquireOptions, CallOptions, KV, Lease as Grant, LeaseRef, RenewResult, Watch } from "./client.js";
+import { type UpdateFn, updateKV } from "./kvupdate.js";
 import { type Clock, sleep, systemClock } from "./clock.js";
 import { LeaseHeldError, NotFoundError, StaleTokenError, TenureError, isError, messageOf } from "./errors.js";
 
@@ -15,6 +16,8 @@ export interface ElectionClient {
   watch(prefix: string, opts?: CallOptions): Promise<Watch>;
   put(key: string, value: Uint8Array | string, lease: string, token: bigint, opts?: CallOptions): Promise<bigint>;
   delete(key: string, lease: string, token: bigint, opts?: CallOptions): Promise<bigint>;
+  /** Reads the fenced store (Lease.update needs it). */
+  kvGet?(key: string, opts?: CallOptions): Promise<KV>;
   /** The clock the client measures send times with; the session uses it
    * too. */
   readonly clock?: Clock;
@@ -372,6 +375,22 @@ export class Lease {
     const err = this.endedErr();
     if (err !== undefined) return Promise.reject(err);
     return this.s.client.put(key, value, this.name, this.token, opts);
+  }
+
+  /**
+   * update is a fenced read-modify-write of key with this lease's token
+   * (see Client.update): it refuses without a request once the lease
+   * ended locally, reads key, refuses (StaleTokenError) a value a newer
+   * token wrote without calling fn, and writes fn's result with put, which
+   * checks the local deadline again and is fenced by the store. fn
+   * returning undefined writes nothing.
+   */
+  async update(key: string, fn: UpdateFn, opts?: CallOptions): Promise<KV | undefined> {
+    const err = this.endedErr();
+    if (err !== undefined) throw err;
+    const c = this.s.client;
+    if (c.kvGet === undefined) throw new TenureError("session: the client cannot read the store (no kvGet)");
+    return updateKV({ kvGet: (k, o) => c.kvGet!(k, o), put: (k, v, o) => this.put(k, v, o) }, key, this.name, this.token, fn, opts);
   }
 
   /** delete removes key from the fenced store with this lease's token,

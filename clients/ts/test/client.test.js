@@ -9,6 +9,7 @@ import { LeaseService, KVService, ErrorDetailSchema, LeaseSchema } from "../dist
 import {
   Client, LeaseHeldError, StaleTokenError, NotFoundError, InvalidArgumentError, IndeterminateError,
   UnavailableError, DeadlineExceededError, CanceledError, isError, fromConnectError, reasonError, TenureError,
+  UnauthenticatedError, PermissionDeniedError, ForbiddenError, TLSError, isTLSError,
 } from "../dist/core.js";
 
 const detail = (d) => [{ desc: ErrorDetailSchema, value: d }];
@@ -68,6 +69,9 @@ test("server errors map to the classes of the Go client's table", async (t) => {
     ["invalid", new ConnectError("lease: invalid argument: name is empty", Code.InvalidArgument), InvalidArgumentError],
     ["precondition without reason", new ConnectError("something else", Code.FailedPrecondition), ConnectError],
     ["internal", new ConnectError("disk on fire", Code.Internal), ConnectError],
+    ["unauthenticated", new ConnectError("auth: unknown bearer token", Code.Unauthenticated), UnauthenticatedError],
+    ["permission denied", new ConnectError(`auth: principal "app" may not Get "x": needs read:x`, Code.PermissionDenied), PermissionDeniedError],
+    ["forbidden", new ConnectError(`lease: not permitted: grant of "x" belongs to another principal`, Code.PermissionDenied, undefined, detail({ reason: "FORBIDDEN" })), ForbiddenError],
   ];
   for (const [name, ce, cls] of cases) {
     await t.test(name, async () => {
@@ -81,6 +85,8 @@ test("server errors map to the classes of the Go client's table", async (t) => {
         assert.equal(err.code, ce.code);
       }
       assert.ok(!(err instanceof LeaseHeldError) || cls === LeaseHeldError);
+      assert.ok(!(err instanceof ForbiddenError) || cls === ForbiddenError, "only FORBIDDEN is a ForbiddenError");
+      assert.equal(c.endpoints.length, 1);
     });
   }
   // deadline_exceeded and canceled are retried by reads (the request may
@@ -92,6 +98,56 @@ test("server errors map to the classes of the Go client's table", async (t) => {
   assert.ok(reasonError("STALE_TOKEN", "stale") instanceof StaleTokenError);
   assert.equal(reasonError("", ""), undefined);
   assert.ok(reasonError("SOMETHING_NEW", "new failure") instanceof TenureError);
+  assert.ok(reasonError("FORBIDDEN", "not yours") instanceof ForbiddenError);
+});
+
+test("refused credentials and failed TLS handshakes are not retried on other endpoints", async (t) => {
+  for (const [name, err, cls] of [
+    ["unauthenticated", () => new ConnectError("auth: no credentials", Code.Unauthenticated), UnauthenticatedError],
+    ["permission denied", () => new ConnectError("auth: needs hold:x", Code.PermissionDenied), PermissionDeniedError],
+    ["certificate not verified", () => netError("UNABLE_TO_VERIFY_LEAF_SIGNATURE"), TLSError],
+    ["client certificate refused", () => netError("ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED"), TLSError],
+  ]) {
+    await t.test(name, async () => {
+      const first = broken(err);
+      const second = server({ lease: { acquire: grant } });
+      const c = client([first, second]);
+      const got = await c.acquire("x", "a", 2000).catch((e) => e);
+      assert.ok(got instanceof cls, `got ${got?.constructor?.name}: ${got?.message}`);
+      assert.equal(first.calls.n, 1);
+      assert.equal(second.calls.n, 0, "the second endpoint was not tried");
+      assert.equal(isTLSError(got), cls === TLSError);
+    });
+  }
+  // A refused connection is still a dial error, retried elsewhere.
+  assert.equal(isTLSError(netError("ECONNREFUSED")), false);
+});
+
+test("a token goes with every request as a bearer token; https endpoints get https base URLs", async () => {
+  const seen = [];
+  const t = createRouterTransport(({ service }) => {
+    service(LeaseService, {
+      acquire(req, ctx) {
+        seen.push(ctx.requestHeader.get("authorization"));
+        return grant(req);
+      },
+    });
+  });
+  const urls = [];
+  const c = new Client({ endpoints: ["https://h:1", "h:2"], token: "tnr_abc", transport: (u) => (urls.push(u), t) });
+  await c.acquire("x", "a", 2000);
+  assert.deepEqual(seen, ["Bearer tnr_abc"]);
+  assert.deepEqual(urls, ["https://h:1", "http://h:2"]);
+  const all = [];
+  new Client({ endpoints: ["h:1", "http://h:2"], https: true, transport: (u) => (all.push(u), t) });
+  assert.deepEqual(all, ["https://h:1", "https://h:2"]);
+  const none = [];
+  await new Client({ endpoints: ["h:1"], transport: () => createRouterTransport(({ service }) => {
+    service(LeaseService, { acquire(req, ctx) { none.push(ctx.requestHeader.get("authorization")); return grant(req); } });
+  }) }).acquire("x", "a", 2000);
+  assert.deepEqual(none, [null], "no token, no header");
+  assert.throws(() => new Client({ endpoints: ["h:1"], token: "tnr_a b", transport: () => t }), /token has spaces/);
+  assert.throws(() => new Client({ endpoints: ["h:1"], token: "tnr_a\n", transport: () => t }), /token has spaces/);
 });
 
 test("acquire names the lease in a held error", async () => {
@@ -187,7 +243,7 @@ test("while no endpoint serves, rounds pause 50ms doubling to 1s; the caller's s
 test("endpoints must be host:port", () => {
   const t = () => broken(() => new Error("unused"));
   assert.throws(() => new Client({ endpoints: [], transport: t }), /no endpoints/);
-  assert.throws(() => new Client({ endpoints: ["https://a:1"], transport: t }), /TLS/);
+  assert.deepEqual(new Client({ endpoints: ["https://a:1"], transport: t }).endpoints, ["a:1"]);
   assert.throws(() => new Client({ endpoints: ["a"], transport: t }), /not host:port/);
   assert.deepEqual(new Client({ endpoints: ["http://a:1/", " [::1]:2"], transport: t }).endpoints, ["a:1", "[::1]:2"]);
 });

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tenure-io/tenure/fence"
 )
@@ -187,4 +188,29 @@ func startWaves(wg *sync.WaitGroup, waves, perWave int, fn func(i int)) []chan s
 	}
 	close(start[0])
 	return start[:waves]
+}
+
+// StartLate runs late, a late holder's write, in a goroutine of its own,
+// and returns once it has finished or blocked reports that it waits (for
+// a lock the store holds for another writer), failing t if neither
+// happens within 10s. The function it returns waits for late's error.
+func StartLate(t testing.TB, late func() error, blocked func() bool) (wait func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- late() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			return func() error { return err }
+		default:
+		}
+		if blocked() {
+			return func() error { return <-done }
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the late write neither finished nor waited for a lock within 10s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

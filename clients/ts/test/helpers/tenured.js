@@ -4,6 +4,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
 import { createServer } from "node:net";
+import { get as httpsGet } from "node:https";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -71,6 +72,16 @@ export function tenuredBin() {
   const out = join(tempDir("tenure-ts-bin-"), "tenured");
   execFileSync("go", ["build", "-o", out, "./cmd/tenured"], { cwd: repoDir, stdio: "inherit" });
   return (bin = out);
+}
+
+let cliBin;
+/** tenureBin returns the path of a tenure (CLI) binary, building it once. */
+export function tenureBin() {
+  if (cliBin) return cliBin;
+  if (process.env.TENURE_BIN && existsSync(process.env.TENURE_BIN)) return (cliBin = process.env.TENURE_BIN);
+  const out = join(tempDir("tenure-ts-bin-"), "tenure");
+  execFileSync("go", ["build", "-o", out, "./cmd/tenure"], { cwd: repoDir, stdio: "inherit" });
+  return (cliBin = out);
 }
 
 /**
@@ -141,8 +152,12 @@ export async function eventually(what, timeoutMs, fn, everyMs = 50) {
 
 /** Node is one tenured process. */
 export class Node {
-  constructor(id, { join: joinAddr, electionTimeout = "300ms" } = {}) {
+  /** args are extra flags (TLS, auth); tlsCa, the CA's PEM, makes
+   * waitReady use https. */
+  constructor(id, { join: joinAddr, electionTimeout = "300ms", args = [], tlsCa } = {}) {
     this.id = id;
+    this.extraArgs = args;
+    this.tlsCa = tlsCa;
     this.joinAddr = joinAddr;
     this.electionTimeout = electionTimeout;
     this.dataDir = join(tempDir(`tenure-ts-${id}-`), "data");
@@ -159,6 +174,7 @@ export class Node {
     const args = ["--node-id", this.id, "--data-dir", this.dataDir, "--listen", this.api, "--raft-listen", this.raft,
       "--election-timeout", this.electionTimeout, "--log-level", "warn"];
     if (this.joinAddr) args.push("--join", this.joinAddr);
+    args.push(...this.extraArgs);
     const p = spawn(tenuredBin(), args, { stdio: ["ignore", "pipe", "pipe"] });
     this.proc = p;
     live.add(p);
@@ -179,8 +195,9 @@ export class Node {
   async waitReady(timeoutMs = 20_000) {
     await eventually(`${this.id} (${this.api}) to answer /readyz with 200`, timeoutMs, async () => {
       if (this.proc.exitCode !== null) throw new Error(`exited with ${this.proc.exitCode}: ${this.log.join("")}`);
-      const r = await fetch(`http://${this.api}/readyz`, { signal: AbortSignal.timeout(1000) });
-      if (r.status !== 200) throw new Error(`status ${r.status}`);
+      const status = this.tlsCa ? await httpsStatus(`https://${this.api}/readyz`, this.tlsCa)
+        : (await fetch(`http://${this.api}/readyz`, { signal: AbortSignal.timeout(1000) })).status;
+      if (status !== 200) throw new Error(`status ${status}`);
     }, 100);
   }
 
@@ -194,6 +211,18 @@ export class Node {
 
   pause() { this.proc.kill("SIGSTOP"); }
   resume() { this.proc.kill("SIGCONT"); }
+}
+
+/** httpsStatus GETs url over TLS verified with ca and returns the status. */
+function httpsStatus(url, ca) {
+  return new Promise((res, rej) => {
+    const req = httpsGet(url, { ca, timeout: 1000 }, (r) => {
+      r.resume();
+      res(r.statusCode);
+    });
+    req.on("timeout", () => req.destroy(new Error("timed out")));
+    req.on("error", rej);
+  });
 }
 
 /** startNode starts a single-node cluster and waits until it serves. */
