@@ -200,7 +200,11 @@ func (c *Cluster) start(m *Member, bootstrap bool) (err error) {
 			return err
 		}
 		undo = append(undo, ln.Close)
+		// Under the lock: peerProgress, on another member's goroutines,
+		// reads every member's address.
+		c.mu.Lock()
 		m.Addr = ln.Addr().String()
+		c.mu.Unlock()
 	}
 	cfg := node.DefaultConfig()
 	cfg.ID = m.ID
