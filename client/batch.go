@@ -316,6 +316,13 @@ func (b *batcher) call(ctx context.Context, req *tenurev1.BatchRequest) (*tenure
 		b.noStream.Store(true)
 		return b.call(ctx, req)
 	}
+	if !connect.IsWireError(err) && connect.CodeOf(err) != connect.CodeUnavailable && !errors.Is(err, ErrOtherCluster) {
+		// The stream broke without an answer from the server: connect
+		// reports a stream cut short (a member that crashed) as
+		// internal. It is a broken connection, as under a unary call:
+		// the batch may have been applied.
+		err = connect.NewError(connect.CodeUnavailable, err)
+	}
 	return nil, err
 }
 

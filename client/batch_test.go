@@ -374,3 +374,27 @@ func TestOneConnectionCarriesEverything(t *testing.T) {
 		})
 	}
 }
+
+// A batch stream cut short by its server (a member that crashed mid-call)
+// is a broken connection, not an internal error: a call that may be
+// repeated goes on to the next endpoint.
+func TestBrokenBatchStreamFailsOver(t *testing.T) {
+	broken := &fakeserver.Server{
+		Acquire: func(context.Context, *tenurev1.AcquireRequest) (*tenurev1.AcquireResponse, error) {
+			panic(http.ErrAbortHandler) // resets the stream, as a crash would
+		},
+	}
+	good := &fakeserver.Server{
+		Acquire: func(_ context.Context, req *tenurev1.AcquireRequest) (*tenurev1.AcquireResponse, error) {
+			return &tenurev1.AcquireResponse{Lease: &tenurev1.Lease{Name: req.GetName(), Holder: req.GetHolder(), Token: 9, Ttl: req.GetTtl(), Remaining: req.GetTtl()}}, nil
+		},
+	}
+	c := mustClient(t, fakeserver.Start(t, broken), fakeserver.Start(t, good))
+	l, err := c.Acquire(ctxT(t), "jobs/a", "h", 10*time.Second)
+	if err != nil || l.Token != 9 {
+		t.Fatalf("Acquire: %+v, %v; want token 9 from the second endpoint", l, err)
+	}
+	if broken.Calls("Acquire") != 1 || good.Calls("Acquire") != 1 {
+		t.Errorf("acquires: %d on the broken endpoint, %d on the good one; want 1 and 1", broken.Calls("Acquire"), good.Calls("Acquire"))
+	}
+}
