@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"sync"
@@ -46,6 +47,20 @@ type batcher struct {
 	// off is set once the endpoint answered that it has no Batch method
 	// (a server older than the client): calls then go one by one.
 	off atomic.Bool
+	// noStream is set once the endpoint answered that it has no
+	// BatchStream: Batch calls then go one per request.
+	noStream atomic.Bool
+	// stream carries the Batch calls while it works; nil before the
+	// first and after one failed. The goroutine that sends (run;
+	// batchInflight is 1) uses it without b.mu while it holds the
+	// in-flight slot; otherwise it is touched only with b.mu held.
+	stream *batchStream
+	// closeIdle asks run to end the stream once it has sent what is
+	// queued (Client.Close came while a call was on its way). b.mu.
+	closeIdle bool
+	// closed, if not nil, is called after close ended the stream: it
+	// closes the connections that are idle now.
+	closed func()
 
 	mu       sync.Mutex
 	inflight int
@@ -151,6 +166,13 @@ func (b *batcher) run() {
 		b.mu.Lock()
 		if len(b.queue) == 0 {
 			b.inflight--
+			if b.closeIdle {
+				b.endStream()
+				b.closeIdle = false
+				if b.closed != nil {
+					b.closed()
+				}
+			}
 			b.mu.Unlock()
 			return
 		}
@@ -188,9 +210,9 @@ func (b *batcher) send(f *flight) {
 	if b.sending != nil {
 		b.sending(req.Ops)
 	}
-	res, err := b.ep.batchLease.Batch(f.ctx, connect.NewRequest(req))
-	if err == nil && len(res.Msg.GetResults()) != len(f.calls) {
-		err = fmt.Errorf("client: a batch of %d ops returned %d results", len(f.calls), len(res.Msg.GetResults()))
+	res, err := b.call(f.ctx, req)
+	if err == nil && len(res.GetResults()) != len(f.calls) {
+		err = fmt.Errorf("client: a batch of %d ops returned %d results", len(f.calls), len(res.GetResults()))
 	}
 	if err != nil && connect.CodeOf(err) == connect.CodeUnimplemented && connect.IsWireError(err) {
 		b.off.Store(true)
@@ -199,10 +221,109 @@ func (b *batcher) send(f *flight) {
 		if err != nil {
 			c.err = err
 		} else {
-			c.res = res.Msg.GetResults()[i]
+			c.res = res.GetResults()[i]
 		}
 		close(c.done)
 	}
+}
+
+// batchStream is one BatchStream to an endpoint and the cancellation of
+// its context.
+type batchStream struct {
+	bidi   *connect.BidiStreamForClient[tenurev1.BatchRequest, tenurev1.BatchResponse]
+	cancel context.CancelFunc
+}
+
+// close ends the endpoint's BatchStream, at once if no call is on its
+// way, else once the queue is sent. A later call opens a new one.
+func (b *batcher) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inflight > 0 {
+		b.closeIdle = true
+		return
+	}
+	b.endStream()
+}
+
+// endStream ends the stream, if any, and waits until its connection
+// no longer counts it; b.mu is held and no call is on its way.
+func (b *batcher) endStream() {
+	if b.stream != nil {
+		b.stream.end()
+		b.stream = nil
+	}
+}
+
+// end ends s for both sides. Cancelling its context alone does not: an
+// HTTP/2 stream whose request is still open stays open until its request
+// body ends. Closing the request ends the server's side; closing the
+// response resets the stream and waits until the connection forgot it,
+// so that the connection counts as idle again.
+func (s *batchStream) end() {
+	s.bidi.CloseRequest()
+	s.bidi.CloseResponse()
+	s.cancel()
+}
+
+// call makes one Batch call with req on the endpoint's BatchStream
+// (opened if there is none), or alone when the endpoint has no
+// BatchStream. When ctx ends first the stream is cancelled, as a Batch
+// call alone would be, and a new one carries the next call.
+func (b *batcher) call(ctx context.Context, req *tenurev1.BatchRequest) (*tenurev1.BatchResponse, error) {
+	if b.ep.batchStream == nil || b.noStream.Load() {
+		res, err := b.ep.batchLease.Batch(ctx, connect.NewRequest(req))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	s := b.stream
+	if s == nil {
+		sctx, cancel := context.WithCancel(context.Background())
+		s = &batchStream{bidi: b.ep.batchStream.CallBidiStream(sctx), cancel: cancel}
+		b.stream = s
+	}
+	stop := context.AfterFunc(ctx, s.cancel)
+	err := s.bidi.Send(req)
+	var res *tenurev1.BatchResponse
+	if err == nil || errors.Is(err, io.EOF) {
+		// A Send that found the stream ended returns io.EOF; Receive
+		// has the reason.
+		res, err = s.bidi.Receive()
+	}
+	if !stop() || err != nil {
+		// The stream was cancelled, or broke, or ended with the call's
+		// error, or its answer was refused: the next call opens a new
+		// one.
+		s.end()
+		b.stream = nil
+	}
+	if err == nil {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		code := connect.CodeCanceled
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			code = connect.CodeDeadlineExceeded
+		}
+		return nil, connect.NewError(code, ctx.Err())
+	}
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		// A server older than BatchStream (which answers HTTP 404, or
+		// unimplemented): this call, and the next ones, go alone.
+		// Nothing of it was served.
+		b.noStream.Store(true)
+		return b.call(ctx, req)
+	}
+	if !connect.IsWireError(err) && connect.CodeOf(err) != connect.CodeUnavailable && !errors.Is(err, ErrOtherCluster) {
+		// The stream broke without an answer from the server: connect
+		// reports a stream cut short (a member that crashed) as
+		// internal. It is a broken connection, as under a unary call:
+		// the batch may have been applied.
+		err = connect.NewError(connect.CodeUnavailable, err)
+	}
+	return nil, err
 }
 
 // errNotSent is the error of a call whose context ended while it was

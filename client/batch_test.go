@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -274,62 +273,128 @@ func TestInFlightCallHonoursItsContext(t *testing.T) {
 	waitFor(t, ctx, cancelled, "the server to see the abandoned Batch call cancelled")
 }
 
-// Batched calls travel as the Connect protocol over one HTTP/1.1
-// keep-alive connection (cheaper to serve than gRPC over HTTP/2); calls
-// that are not batched stay on HTTP/2.
-func TestBatchesUseOneHTTP1Connection(t *testing.T) {
-	type seen struct{ path, proto, conn, contentType string }
-	var (
-		mu   sync.Mutex
-		reqs []seen
-	)
-	fake := &fakeserver.Server{
-		OnRequest: func(r *http.Request) {
+// A client has one connection to a server for everything: batched calls
+// travel as messages of one BatchStream (the Connect protocol over
+// HTTP/2), beside a watch and the calls that are not batched.
+func TestOneConnectionCarriesEverything(t *testing.T) {
+	for _, noStream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noBatchStream=%v", noStream), func(t *testing.T) {
+			type seen struct{ path, proto, conn, contentType string }
+			var (
+				mu   sync.Mutex
+				reqs []seen
+			)
+			watching := make(chan struct{})
+			var watchOnce sync.Once
+			fake := &fakeserver.Server{
+				NoBatchStream: noStream,
+				OnRequest: func(r *http.Request) {
+					mu.Lock()
+					defer mu.Unlock()
+					reqs = append(reqs, seen{r.URL.Path, r.Proto, r.RemoteAddr, r.Header.Get("Content-Type")})
+				},
+				Put: func(_ context.Context, req *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error) {
+					return &tenurev1.KVPutResponse{Revision: req.GetToken()}, nil
+				},
+				Get: func(_ context.Context, req *tenurev1.GetRequest) (*tenurev1.GetResponse, error) {
+					return &tenurev1.GetResponse{Lease: &tenurev1.Lease{Name: req.GetName(), Holder: "a", Token: 1}}, nil
+				},
+				Watch: func(ctx context.Context, _ *tenurev1.WatchRequest, send func(*tenurev1.WatchEvent) error) error {
+					if err := send(&tenurev1.WatchEvent{Type: tenurev1.WatchEvent_TYPE_SYNCED}); err != nil {
+						return err
+					}
+					watchOnce.Do(func() { close(watching) })
+					<-ctx.Done()
+					return ctx.Err()
+				},
+			}
+			c := mustClient(t, fakeserver.Start(t, fake))
+			ctx := ctxT(t)
+			wctx, stopWatch := context.WithCancel(ctx)
+			defer stopWatch()
+			if _, err := c.Watch(wctx, "l"); err != nil {
+				t.Fatalf("Watch: %v", err)
+			}
+			select {
+			case <-watching:
+			case <-ctx.Done():
+				t.Fatal("the watch never reached the server")
+			}
+			for i := range 3 {
+				if _, err := c.Put(ctx, "k", []byte("v"), "l", uint64(i+1)); err != nil {
+					t.Fatalf("Put: %v", err)
+				}
+			}
+			if _, err := c.Get(ctx, "l"); err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			if got := fake.Calls("Put"); got != 3 {
+				t.Errorf("the server ran %d puts, want 3", got)
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			reqs = append(reqs, seen{r.URL.Path, r.Proto, r.RemoteAddr, r.Header.Get("Content-Type")})
-		},
-		Put: func(_ context.Context, req *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error) {
-			return &tenurev1.KVPutResponse{Revision: req.GetToken()}, nil
-		},
-		Get: func(_ context.Context, req *tenurev1.GetRequest) (*tenurev1.GetResponse, error) {
-			return &tenurev1.GetResponse{Lease: &tenurev1.Lease{Name: req.GetName(), Holder: "a", Token: 1}}, nil
-		},
-	}
-	c := mustClient(t, fakeserver.Start(t, fake))
-	ctx := ctxT(t)
-	for i := range 3 {
-		if _, err := c.Put(ctx, "k", []byte("v"), "l", uint64(i+1)); err != nil {
-			t.Fatalf("Put: %v", err)
-		}
-	}
-	if _, err := c.Get(ctx, "l"); err != nil {
-		t.Fatalf("Get: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	var conns []string
-	for _, r := range reqs {
-		switch r.path {
-		case tenurev1connect.LeaseServiceBatchProcedure:
-			if r.proto != "HTTP/1.1" || r.contentType != "application/proto" {
-				t.Errorf("Batch went as %s, %s; want HTTP/1.1, application/proto (the Connect protocol)", r.proto, r.contentType)
+			count := map[string]int{}
+			conns := map[string]bool{}
+			for _, r := range reqs {
+				count[r.path]++
+				conns[r.conn] = true
+				if r.proto != "HTTP/2.0" {
+					t.Errorf("%s went as %s; want HTTP/2.0", r.path, r.proto)
+				}
+				switch r.path {
+				case wire.BatchStreamProcedure:
+					if r.contentType != "application/connect+proto" {
+						t.Errorf("BatchStream went as %s; want application/connect+proto (the Connect protocol)", r.contentType)
+					}
+				case tenurev1connect.LeaseServiceBatchProcedure:
+					if r.contentType != "application/proto" {
+						t.Errorf("Batch went as %s; want application/proto (the Connect protocol)", r.contentType)
+					}
+				}
 			}
-			if !slices.Contains(conns, r.conn) {
-				conns = append(conns, r.conn)
+			if len(conns) != 1 {
+				t.Errorf("requests came on %d connections, want 1: %+v", len(conns), reqs)
 			}
-		case tenurev1connect.LeaseServiceGetProcedure:
-			if r.proto != "HTTP/2.0" {
-				t.Errorf("Get went as %s; want HTTP/2.0", r.proto)
+			// Without BatchStream the client asks for it once, then sends
+			// each batch as a Batch call.
+			want := map[string]int{
+				wire.BatchStreamProcedure:                  1,
+				tenurev1connect.LeaseServiceGetProcedure:   1,
+				tenurev1connect.LeaseServiceWatchProcedure: 1,
+				tenurev1connect.LeaseServiceBatchProcedure: 0,
 			}
-		default:
-			t.Errorf("unexpected request %s", r.path)
-		}
+			if noStream {
+				want[tenurev1connect.LeaseServiceBatchProcedure] = 3
+			}
+			for path, n := range want {
+				if count[path] != n {
+					t.Errorf("%d requests to %s, want %d (all: %+v)", count[path], path, n, reqs)
+				}
+			}
+		})
 	}
-	if len(conns) != 1 {
-		t.Errorf("three Batch calls in turn used connections %v; want one kept alive", conns)
+}
+
+// A batch stream cut short by its server (a member that crashed mid-call)
+// is a broken connection, not an internal error: a call that may be
+// repeated goes on to the next endpoint.
+func TestBrokenBatchStreamFailsOver(t *testing.T) {
+	broken := &fakeserver.Server{
+		Acquire: func(context.Context, *tenurev1.AcquireRequest) (*tenurev1.AcquireResponse, error) {
+			panic(http.ErrAbortHandler) // resets the stream, as a crash would
+		},
 	}
-	if len(reqs) != 4 {
-		t.Errorf("%d requests, want 3 Batch calls and a Get: %+v", len(reqs), reqs)
+	good := &fakeserver.Server{
+		Acquire: func(_ context.Context, req *tenurev1.AcquireRequest) (*tenurev1.AcquireResponse, error) {
+			return &tenurev1.AcquireResponse{Lease: &tenurev1.Lease{Name: req.GetName(), Holder: req.GetHolder(), Token: 9, Ttl: req.GetTtl(), Remaining: req.GetTtl()}}, nil
+		},
+	}
+	c := mustClient(t, fakeserver.Start(t, broken), fakeserver.Start(t, good))
+	l, err := c.Acquire(ctxT(t), "jobs/a", "h", 10*time.Second)
+	if err != nil || l.Token != 9 {
+		t.Fatalf("Acquire: %+v, %v; want token 9 from the second endpoint", l, err)
+	}
+	if broken.Calls("Acquire") != 1 || good.Calls("Acquire") != 1 {
+		t.Errorf("acquires: %d on the broken endpoint, %d on the good one; want 1 and 1", broken.Calls("Acquire"), good.Calls("Acquire"))
 	}
 }

@@ -2,6 +2,7 @@ package election_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"sync"
 	"testing"
@@ -26,8 +27,9 @@ type withExampleCluster struct{ m *testing.M }
 func (w withExampleCluster) Run() int { return testcluster.RunWithCluster(w.m, &endpoints) }
 
 // cutTransport carries a client's requests until it is cut; then new
-// requests hang until their context ends, as if the network dropped every
-// packet.
+// requests hang until their context ends, and so do the bodies of
+// requests and responses still open (a stream carrying batches), as if
+// the network dropped every packet.
 type cutTransport struct {
 	base *http.Transport
 
@@ -42,17 +44,60 @@ func newCutTransport() *cutTransport {
 }
 
 func (c *cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := c.wait(req.Context(), nil); err != nil {
+		return nil, err
+	}
+	if req.Body != nil {
+		req = req.Clone(req.Context())
+		req.Body = &cutBody{ReadCloser: req.Body, t: c, ctx: req.Context(), closed: make(chan struct{})}
+	}
+	res, err := c.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	res.Body = &cutBody{ReadCloser: res.Body, t: c, ctx: req.Context(), closed: make(chan struct{})}
+	return res, nil
+}
+
+// wait returns once the network is not cut, or with an error when ctx
+// ends or closed is closed first.
+func (c *cutTransport) wait(ctx context.Context, closed chan struct{}) error {
 	c.mu.Lock()
 	cut := c.cut
 	c.mu.Unlock()
-	if cut != nil {
-		select {
-		case <-req.Context().Done():
-			return nil, req.Context().Err()
-		case <-cut:
-		}
+	if cut == nil {
+		return nil
 	}
-	return c.base.RoundTrip(req)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closed:
+		return io.ErrClosedPipe
+	case <-cut:
+		return nil
+	}
+}
+
+// cutBody is a request or response body that stalls while its transport
+// is cut.
+type cutBody struct {
+	io.ReadCloser
+	t      *cutTransport
+	ctx    context.Context
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	if err := b.t.wait(b.ctx, b.closed); err != nil {
+		return 0, err
+	}
+	return b.ReadCloser.Read(p)
+}
+
+func (b *cutBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return b.ReadCloser.Close()
 }
 
 // setCut cuts the network (true) or heals it (false).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -88,6 +89,13 @@ func (n *Node) Do1(ctx context.Context, op lease.Op) (lease.Result, error) {
 // together in the next entry, up to MaxBatchOps operations and
 // MaxBatchBytes bytes (a single larger proposal goes out alone).
 // Proposals whose caller has gone are dropped, not proposed.
+//
+// Before it collects an entry's proposals it yields the processor once,
+// as the client's batcher does: the handlers of requests that arrived
+// with the first one (each connection's on its own goroutine) then put
+// theirs in too, rather than in an entry of one followed by an entry of
+// the rest. With every worker on its own connection this took entries
+// from 2.1 to 3.5 operations on average.
 func (n *Node) proposer() {
 	defer n.wg.Done()
 	defer close(n.inflight)
@@ -106,6 +114,7 @@ func (n *Node) proposer() {
 			props []*proposal
 			nops  int
 		)
+		runtime.Gosched()
 		props, nops, next = n.collect(first)
 		if len(props) == 0 {
 			continue

@@ -14,6 +14,7 @@ import (
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
 	"github.com/tenure-io/tenure/internal/tlsconfig"
+	"github.com/tenure-io/tenure/internal/wire"
 )
 
 // principalHeader carries the original caller's principal on a request a
@@ -258,6 +259,7 @@ var authRules = map[string]rule{
 	// checks each op as its own call is checked, and a refusal names the
 	// op and its lease.
 	tenurev1connect.LeaseServiceBatchProcedure: {op: "send a batch", level: LevelNone},
+	wire.BatchStreamProcedure:                  {op: "send a batch", level: LevelNone},
 
 	tenurev1connect.ClusterServiceStatusProcedure:             {op: "read the cluster's status", level: LevelNone},
 	tenurev1connect.ClusterServiceJoinProcedure:               {op: "add a member", level: LevelAdmin},

@@ -21,6 +21,7 @@ import (
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
 	"github.com/tenure-io/tenure/internal/testcluster"
 	"github.com/tenure-io/tenure/internal/tlsconfig"
+	"github.com/tenure-io/tenure/internal/wire"
 	"github.com/tenure-io/tenure/node"
 	"github.com/tenure-io/tenure/server"
 )
@@ -40,6 +41,12 @@ func TestEveryProcedureHasAnAuthRule(t *testing.T) {
 				t.Errorf("procedure %s has no rule in authRules", proc)
 			}
 		}
+	}
+	// BatchStream is served beside the services, outside their
+	// descriptor.
+	n++
+	if _, ok := server.AuthRules[wire.BatchStreamProcedure]; !ok {
+		t.Errorf("procedure %s has no rule in authRules", wire.BatchStreamProcedure)
 	}
 	if n == 0 || len(server.AuthRules) != n {
 		t.Errorf("%d procedures, %d rules: a rule names a procedure that does not exist", n, len(server.AuthRules))

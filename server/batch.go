@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"sync"
 
 	"connectrpc.com/connect"
 
@@ -22,7 +25,11 @@ const MaxBatchOps = 1024
 // and changes nothing; the others still run. An error that prevents the
 // proposal as a whole (no leader, a timeout) is the call's error.
 func (l *leaseService) Batch(ctx context.Context, req *connect.Request[tenurev1.BatchRequest]) (*connect.Response[tenurev1.BatchResponse], error) {
-	s := l.s
+	return l.s.batch(ctx, req)
+}
+
+// batch serves one Batch call, unary or one message of a BatchStream.
+func (s *Server) batch(ctx context.Context, req *connect.Request[tenurev1.BatchRequest]) (*connect.Response[tenurev1.BatchResponse], error) {
 	in := req.Msg.GetOps()
 	switch {
 	case len(in) == 0:
@@ -50,6 +57,106 @@ func (l *leaseService) Batch(ctx context.Context, req *connect.Request[tenurev1.
 			return &tenurev1.BatchResponse{Results: out}, nil
 		})
 }
+
+// batchStream serves a BatchStream (see wire.BatchStreamProcedure): each
+// request message is served as a Batch call and answered by one
+// response message, in order; the error of a Batch call ends the stream
+// with that error.
+func (s *Server) batchStream(ctx context.Context, st *connect.BidiStream[tenurev1.BatchRequest, tenurev1.BatchResponse]) error {
+	h := st.RequestHeader()
+	for {
+		msg, err := st.Receive()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			if s.batchStreams.ending() {
+				// EndBatchStreams cut it between two messages: nothing
+				// the client sent since was served, which unavailable
+				// (a wire error, not indeterminate) tells it.
+				return connect.NewError(connect.CodeUnavailable, errStreamsEnded)
+			}
+			return err
+		}
+		req := connect.NewRequest(msg)
+		for _, k := range []string{forwardedHeader, "Authorization"} {
+			if v := h.Get(k); v != "" {
+				req.Header().Set(k, v)
+			}
+		}
+		res, err := s.batch(ctx, req)
+		s.metrics.countBatch(err)
+		if err != nil {
+			return err
+		}
+		if err := st.Send(res.Msg); err != nil {
+			return err
+		}
+	}
+}
+
+// errStreamsEnded ends the BatchStreams that EndBatchStreams cut.
+var errStreamsEnded = errors.New("server: shutting down: batch stream ended between batches; the batches after the last answered one were not served")
+
+// batchStreams tracks the request bodies of the BatchStreams being
+// served, so that EndBatchStreams can end them.
+type batchStreams struct {
+	mu     sync.Mutex
+	bodies map[*streamBody]struct{}
+	ended  bool
+}
+
+// streamBody is the request body of a BatchStream.
+type streamBody struct {
+	io.ReadCloser
+}
+
+// serve serves one BatchStream with h, its body tracked while it lasts.
+func (b *batchStreams) serve(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := &streamBody{ReadCloser: r.Body}
+		b.mu.Lock()
+		if b.ended {
+			body.Close()
+		} else {
+			if b.bodies == nil {
+				b.bodies = make(map[*streamBody]struct{})
+			}
+			b.bodies[body] = struct{}{}
+		}
+		b.mu.Unlock()
+		defer func() {
+			b.mu.Lock()
+			delete(b.bodies, body)
+			b.mu.Unlock()
+		}()
+		r.Body = body
+		h.ServeHTTP(w, r)
+	})
+}
+
+// end closes the request body of every BatchStream, now and from now on:
+// each handler's wait for the next message fails and it ends its stream.
+func (b *batchStreams) end() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ended = true
+	for body := range b.bodies {
+		body.Close()
+	}
+}
+
+func (b *batchStreams) ending() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ended
+}
+
+// EndBatchStreams ends the BatchStreams being served, each between two
+// batches, and refuses new ones, so that a graceful shutdown
+// (http.Server.Shutdown; register it with RegisterOnShutdown) does not
+// wait for clients to close them. Close calls it too.
+func (s *Server) EndBatchStreams() { s.batchStreams.end() }
 
 // batchOps returns the ops of in to propose and, for each, its index in
 // in. An op that is invalid or not permitted gets its error in out

@@ -1,7 +1,11 @@
 package server_test
 
 import (
+	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/internal/wire"
 	"github.com/tenure-io/tenure/lease"
+	"github.com/tenure-io/tenure/server"
 )
 
 func batchAcquire(name, holder string, ttl time.Duration) *tenurev1.BatchOp {
@@ -107,5 +112,105 @@ func TestBatchRefusesEmptyAndOversized(t *testing.T) {
 	}
 	if _, err := leader.lease.Get(ctx, connect.NewRequest(&tenurev1.GetRequest{Name: "jobs/big"})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("jobs/big after a refused batch: %v, want not found", err)
+	}
+}
+
+// TestBatchStreamServesEachMessage sends Batch calls one after another
+// on one BatchStream, to the leader and through a follower: each message
+// is answered in turn with the results its Batch call would have had, and
+// the first Batch call that fails ends the stream with its error.
+func TestBatchStreamServesEachMessage(t *testing.T) {
+	c, _, _ := cluster(t)
+	ctx := ctxT(t)
+	for _, m := range c.Members() {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		tr := &http.Transport{Protocols: &p}
+		t.Cleanup(tr.CloseIdleConnections)
+		sc := connect.NewClient[tenurev1.BatchRequest, tenurev1.BatchResponse](&http.Client{Transport: tr},
+			"http://"+m.Addr+wire.BatchStreamProcedure)
+		st := sc.CallBidiStream(ctx)
+		call := func(ops ...*tenurev1.BatchOp) ([]*tenurev1.BatchResult, error) {
+			if err := st.Send(&tenurev1.BatchRequest{Ops: ops}); err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			res, err := st.Receive()
+			return res.GetResults(), err
+		}
+		name := "jobs/stream-" + m.ID
+		r, err := call(batchAcquire(name, "me", 5*time.Second))
+		if err != nil || len(r) != 1 || r[0].GetAcquire().GetLease().GetToken() == 0 {
+			t.Fatalf("%s: first batch: %v, %v; want a grant", m.ID, r, err)
+		}
+		token := r[0].GetAcquire().GetLease().GetToken()
+		r, err = call(batchPut("k/"+name, name, token), batchPut("k/"+name, name, token+1000))
+		if err != nil || len(r) != 2 || r[0].GetPut().GetRevision() == 0 || !errors.Is(batchErr(r[1]), lease.ErrStaleToken) {
+			t.Fatalf("%s: second batch: %v, %v; want a write and a stale token", m.ID, r, err)
+		}
+		r, err = call(&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Release{Release: &tenurev1.ReleaseRequest{Name: name, Token: token}}})
+		if err != nil || len(r) != 1 || r[0].GetRelease() == nil {
+			t.Fatalf("%s: third batch: %v, %v; want a release", m.ID, r, err)
+		}
+		if _, err := call(); connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("%s: an empty batch: %v; want the stream ended with invalid_argument", m.ID, err)
+		}
+		st.CloseResponse()
+	}
+}
+
+// putNode is a leader that applies every put at revision 1.
+type putNode struct{ server.Node }
+
+func (putNode) ID() string                      { return "n1" }
+func (putNode) IsLeader() bool                  { return true }
+func (putNode) Leader() (string, string, error) { return "n1", "", nil }
+func (putNode) ClusterID() string               { return "" }
+func (putNode) Limits() lease.Limits            { return lease.DefaultLimits() }
+func (putNode) Do(_ context.Context, ops ...lease.Op) ([]lease.Result, error) {
+	res := make([]lease.Result, len(ops))
+	for i := range res {
+		res[i].Revision = 1
+	}
+	return res, nil
+}
+
+// A graceful shutdown ends the BatchStreams that clients keep open
+// between batches, rather than waiting for them until its timeout, and
+// tells each client that nothing after its last answer was served
+// (unavailable, a wire error: safe to send elsewhere).
+func TestShutdownEndsIdleBatchStreams(t *testing.T) {
+	srv, err := server.New(server.Config{Node: putNode{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := server.NewHTTPServer(ln.Addr().String(), srv.Handler())
+	hs.RegisterOnShutdown(srv.EndBatchStreams)
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+
+	ctx := ctxT(t)
+	sc := connect.NewClient[tenurev1.BatchRequest, tenurev1.BatchResponse](h2c(t),
+		"http://"+ln.Addr().String()+wire.BatchStreamProcedure)
+	st := sc.CallBidiStream(ctx)
+	defer st.CloseResponse()
+	if err := st.Send(&tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{batchPut("k", "l", 1)}}); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if res, err := st.Receive(); err != nil || res.GetResults()[0].GetPut().GetRevision() != 1 {
+		t.Fatalf("first batch: %v, %v; want revision 1", res, err)
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown with an idle batch stream open: %v; want it ended, not waited for", err)
+	}
+	_, err = st.Receive()
+	if connect.CodeOf(err) != connect.CodeUnavailable || !connect.IsWireError(err) {
+		t.Errorf("the ended stream: %v; want unavailable from the server", err)
 	}
 }

@@ -68,6 +68,15 @@ func (m *metrics) interceptor() connect.Interceptor {
 	})
 }
 
+// countBatch counts one Batch call of a BatchStream that ended with err.
+func (m *metrics) countBatch(err error) {
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	m.requests.WithLabelValues("Batch", code).Inc()
+}
+
 // statusCollector exports a node's Status as gauges, reading it once per
 // scrape.
 type statusCollector struct{ n Node }

@@ -84,6 +84,8 @@ type Server struct {
 	ui      uiNode
 	sampler *sampler
 	probes  probes
+	// batchStreams are the BatchStreams being served (batch.go).
+	batchStreams batchStreams
 }
 
 // New returns a Server for cfg.
@@ -119,6 +121,7 @@ func New(cfg Config) (*Server, error) {
 		connect.WithCodec(jsonCodec{}))
 	mux := http.NewServeMux()
 	mux.Handle(tenurev1connect.NewLeaseServiceHandler(&leaseService{s}, opts))
+	mux.Handle(wire.BatchStreamProcedure, s.batchStreams.serve(connect.NewBidiStreamHandler(wire.BatchStreamProcedure, s.batchStream, opts)))
 	mux.Handle(tenurev1connect.NewKVServiceHandler(&kvService{s}, opts))
 	mux.Handle(tenurev1connect.NewClusterServiceHandler(&clusterService{s}, opts))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -160,9 +163,10 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // ReloadAuth reads the auth file again; on error the old one stays.
 func (s *Server) ReloadAuth() error { return s.auth.Reload() }
 
-// Close releases the server's connections to other nodes and stops its
-// metrics sampler.
+// Close ends the BatchStreams being served, releases the server's
+// connections to other nodes and stops its metrics sampler.
 func (s *Server) Close() {
+	s.EndBatchStreams()
 	s.fwd.close()
 	s.sampler.close()
 }

@@ -423,6 +423,9 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
+	// Clients keep their batch streams open between batches: end them,
+	// or Shutdown waits for its timeout.
+	httpSrv.RegisterOnShutdown(srv.EndBatchStreams)
 	if err := httpSrv.Shutdown(sctx); err != nil {
 		httpSrv.Close()
 	}

@@ -7,6 +7,7 @@ package fakeserver
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -46,8 +47,11 @@ type Server struct {
 	Snapshot func(ctx context.Context, send func(chunk []byte) error) error
 
 	// NoBatch makes Batch answer unimplemented, like a server that
-	// predates it.
+	// predates it (it has no BatchStream either).
 	NoBatch bool
+	// NoBatchStream leaves BatchStream out, like a server that predates
+	// it: Batch calls then come one per request.
+	NoBatchStream bool
 	// OnRequest, if set, sees every HTTP request before it is served.
 	OnRequest func(*http.Request)
 	// ClusterID, if set, is sent with every answer in the
@@ -66,6 +70,9 @@ func Start(t testing.TB, s *Server) string {
 	mux.Handle(tenurev1connect.NewLeaseServiceHandler(leaseHandler{s}))
 	mux.Handle(tenurev1connect.NewKVServiceHandler(kvHandler{s}))
 	mux.Handle(tenurev1connect.NewClusterServiceHandler(clusterHandler{s}))
+	if !s.NoBatch && !s.NoBatchStream {
+		mux.Handle(wire.BatchStreamProcedure, connect.NewBidiStreamHandler(wire.BatchStreamProcedure, leaseHandler{s}.batchStream))
+	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.OnRequest != nil {
 			s.OnRequest(r)
@@ -175,6 +182,27 @@ func (h leaseHandler) Watch(ctx context.Context, req *connect.Request[tenurev1.W
 	return h.s.Watch(ctx, req.Msg, func(ev *tenurev1.WatchEvent) error {
 		return stream.Send(&tenurev1.WatchResponse{Event: ev})
 	})
+}
+
+// batchStream serves each message of a BatchStream as a Batch call; the
+// first error ends the stream.
+func (h leaseHandler) batchStream(ctx context.Context, st *connect.BidiStream[tenurev1.BatchRequest, tenurev1.BatchResponse]) error {
+	for {
+		msg, err := st.Receive()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		res, err := h.Batch(ctx, connect.NewRequest(msg))
+		if err != nil {
+			return err
+		}
+		if err := st.Send(res.Msg); err != nil {
+			return err
+		}
+	}
 }
 
 // Batch runs each op with the function of its method, counted as a call
