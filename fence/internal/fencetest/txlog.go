@@ -101,3 +101,19 @@ func entries(es []Entry) string {
 	}
 	return strings.Join(s, " ")
 }
+
+// CheckWaves checks the log after the writers of res (see Waves.Run),
+// each of which logged a row as it wrote: it fails t unless the rows
+// are those of the writers told ok (Result.CheckLog, complete), each
+// writer told stale was refused behind a token told ok
+// (Result.CheckStale), and the guard's highest for resource is the last
+// token logged. It returns the last row.
+func (g TxLog) CheckWaves(t testing.TB, res *Result, resource string) Entry {
+	t.Helper()
+	last := res.CheckLog(t, g.Rows(t), true)
+	res.CheckStale(t)
+	if h, err := g.Highest(context.Background(), resource); err != nil || h != last.Token {
+		t.Fatalf("fence = %d, %v; want the last committed token %d", h, err, last.Token)
+	}
+	return last
+}
