@@ -117,3 +117,14 @@ func (g TxLog) CheckWaves(t testing.TB, res *Result, resource string) Entry {
 	}
 	return last
 }
+
+// Refuses fails t unless InTx refuses the lease l, bad input, with an
+// error matching want and fence.ErrInvalid, without running its body.
+func (g TxLog) Refuses(t testing.TB, l fence.Lease, want error) {
+	t.Helper()
+	ran := false
+	err := g.InTx(context.Background(), l, func(func(int) error) error { ran = true; return nil })
+	if !errors.Is(err, want) || !errors.Is(err, fence.ErrInvalid) || ran {
+		t.Fatalf("InTx = %v (fn ran: %t); want %v", err, ran, want)
+	}
+}
