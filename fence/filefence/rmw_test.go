@@ -6,70 +6,33 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/tenure-io/tenure/fence"
 	"github.com/tenure-io/tenure/fence/internal/fencetest"
 )
 
-// TestFencedRead plays the lost update of docs/fencing.md. A (token 1)
-// has written the file; its lease expired and B (token 2) does a
-// read-modify-write of the list of writers in it: read, append itself,
-// write back. Between B's read and B's write, A wakes up and writes its
-// own list (token 1).
-//
-// With ReadFile (a fenced read, which records token 2), A's write is
-// refused. With os.ReadFile (the bug, run here to show that the test
-// catches it), A's write passes the fence, which B had not raised yet,
-// and B's write then replaces the file with content computed from
-// before A's write: A was told ok and its write is gone.
+// TestFencedRead plays the lost update of docs/fencing.md (see
+// fencetest.ReadModifyWrite) on a file: ReadFile is the fenced read,
+// os.ReadFile the bug.
 func TestFencedRead(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		fenced   bool
-		wantLost bool
-	}{
-		{"ReadFile", true, false},
-		{"os.ReadFile (the bug)", false, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			d := open(t)
-			ctx := context.Background()
-			a, b := fence.Grant("reports", 1), fence.Grant("reports", 2)
-			if err := d.WriteFile(ctx, a, "writers", []byte("A1;"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			var old []byte
-			var err error
-			if tc.fenced {
-				old, err = d.ReadFile(ctx, b, "writers")
-			} else {
-				old, err = os.ReadFile(filepath.Join(d.Path(), "writers"))
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			aErr := d.WriteFile(ctx, a, "writers", []byte("A1;A2;"), 0o644) // A wakes up
-			if err := d.WriteFile(ctx, b, "writers", append(old, "B;"...), 0o644); err != nil {
-				t.Fatalf("B: %v", err)
-			}
-			list := read(t, d, "writers")
-			t.Logf("A's late write: %v; file %q", aErr, list)
-			lost := aErr == nil && !strings.Contains(list, "A2;")
-			if lost != tc.wantLost {
-				t.Fatalf("A's late write: %v; file %q; lost update %t, want %t", aErr, list, lost, tc.wantLost)
-			}
-			if tc.fenced {
-				fencetest.WantStale(t, aErr, 1, 2)
-				if list != "A1;B;" {
-					t.Fatalf("file = %q, want A's first write and B's", list)
-				}
-			}
-		})
-	}
+	fencetest.ReadModifyWrite(t, func(t *testing.T) fencetest.RMW {
+		d := open(t)
+		return fencetest.RMW{
+			Write: func(ctx context.Context, l fence.Lease, list string) error {
+				return d.WriteFile(ctx, l, "writers", []byte(list), 0o644)
+			},
+			Read: func(context.Context) (string, error) {
+				b, err := os.ReadFile(filepath.Join(d.Path(), "writers"))
+				return string(b), err
+			},
+			FencedRead: func(ctx context.Context, l fence.Lease) (string, error) {
+				b, err := d.ReadFile(ctx, l, "writers")
+				return string(b), err
+			},
+		}
+	})
 }
 
 // TestUpdate reads and writes under one hold of the lock: a late

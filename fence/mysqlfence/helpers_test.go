@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"testing"
 
+	"github.com/tenure-io/tenure/fence"
+	"github.com/tenure-io/tenure/fence/internal/fencetest"
 	"github.com/tenure-io/tenure/fence/mysqlfence"
 	"github.com/tenure-io/tenure/internal/storetest"
 )
@@ -103,4 +105,24 @@ func fingerprint(tb testing.TB, d *testDB) string {
 		tb.Fatal(err)
 	}
 	return s
+}
+
+// txLog is f on d's log table, for the checks that fencetest.TxLog
+// shares with pgfence.
+func (d *testDB) txLog(f *mysqlfence.Fence) fencetest.TxLog {
+	return fencetest.TxLog{
+		InTx: func(ctx context.Context, l fence.Lease, body func(log func(writer int) error) error) error {
+			return f.InTx(ctx, l, func(ctx context.Context, tx *sql.Tx) error {
+				return body(func(writer int) error { return logWrite(writer, l.Token())(ctx, tx) })
+			})
+		},
+		Highest: f.Highest,
+		Rows: func(tb testing.TB) []fencetest.Entry {
+			var out []fencetest.Entry
+			for _, r := range rows(tb, d) {
+				out = append(out, fencetest.Entry{Writer: int(r[0]), Token: r[1]})
+			}
+			return out
+		},
+	}
 }

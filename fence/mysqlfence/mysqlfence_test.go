@@ -152,39 +152,7 @@ func TestInTx(t *testing.T) {
 	t.Parallel()
 	d, f := newLogDB(t)
 	ctx := context.Background()
-	steps := []struct {
-		token   uint64
-		stale   bool
-		highest uint64
-	}{{5, false, 5}, {5, false, 5}, {7, false, 7}, {6, true, 7}, {2, true, 7}, {7, false, 7}, {9, false, 9}}
-	var want [][2]uint64
-	for i, s := range steps {
-		ran := false
-		err := f.InTx(ctx, fence.Grant("jobs/x", s.token), func(ctx context.Context, tx *sql.Tx) error {
-			ran = true
-			return logWrite(i, s.token)(ctx, tx)
-		})
-		if s.stale {
-			se, ok := errors.AsType[*fence.StaleError](err)
-			if !ok || !errors.Is(err, fence.ErrStale) || se.Token != s.token || se.Highest != s.highest || se.Resource != "jobs/x" {
-				t.Fatalf("step %d: InTx with token %d = %v; want a StaleError with highest %d", i, s.token, err, s.highest)
-			}
-			if ran {
-				t.Fatalf("step %d: fn ran after a stale fence", i)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("step %d: InTx with token %d: %v", i, s.token, err)
-		}
-		want = append(want, [2]uint64{uint64(i), s.token})
-	}
-	if got := rows(t, d); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("log = %v, want %v", got, want)
-	}
-	if h, err := f.Highest(ctx, "jobs/x"); err != nil || h != 9 {
-		t.Fatalf("Highest = %d, %v; want 9", h, err)
-	}
+	d.txLog(f).Steps(t)
 	// Resources are fenced apart, byte for byte: "jobs/x " is another
 	// resource (a _bin collation would take it for "jobs/x"), and so is
 	// "JOBS/X".
@@ -198,26 +166,7 @@ func TestInTx(t *testing.T) {
 func TestFailedFunctionRollsBackTheFence(t *testing.T) {
 	t.Parallel()
 	d, f := newLogDB(t)
-	ctx := context.Background()
-	if err := f.InTx(ctx, fence.Grant("r", 3), logWrite(1, 3)); err != nil {
-		t.Fatal(err)
-	}
-	boom := errors.New("boom")
-	err := f.InTx(ctx, fence.Grant("r", 8), func(ctx context.Context, tx *sql.Tx) error {
-		if err := logWrite(2, 8)(ctx, tx); err != nil {
-			return err
-		}
-		return boom
-	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("InTx = %v, want fn's error", err)
-	}
-	if h, _ := f.Highest(ctx, "r"); h != 3 {
-		t.Fatalf("a rolled-back transaction raised the fence to %d", h)
-	}
-	if got := rows(t, d); len(got) != 1 {
-		t.Fatalf("log = %v, want only the first write", got)
-	}
+	d.txLog(f).RollsBack(t)
 }
 
 // TestLargeTokens fences with tokens up to 2^64-1: the fence keeps
@@ -252,13 +201,7 @@ func TestBadInput(t *testing.T) {
 		{"token 0", "r", 0, fence.ErrZeroToken},
 		{"resource too long", strings.Repeat("x", mysqlfence.MaxResourceLen+1), 1, fence.ErrInvalid},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ran := false
-			err := f.InTx(ctx, fence.Grant(tc.resource, tc.token), func(context.Context, *sql.Tx) error { ran = true; return nil })
-			if !errors.Is(err, tc.want) || !errors.Is(err, fence.ErrInvalid) || ran {
-				t.Fatalf("InTx = %v (fn ran: %t); want %v", err, ran, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { d.txLog(f).Refuses(t, fence.Grant(tc.resource, tc.token), tc.want) })
 	}
 	// The procedure refuses the same, with its own SQLSTATE.
 	for _, call := range []string{

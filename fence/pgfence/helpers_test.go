@@ -4,8 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tenure-io/tenure/fence"
+	"github.com/tenure-io/tenure/fence/internal/fencetest"
 	"github.com/tenure-io/tenure/fence/pgfence"
 	"github.com/tenure-io/tenure/internal/storetest"
 )
@@ -56,5 +59,25 @@ func (d *testDB) exec(tb testing.TB, sql string, args ...any) {
 	tb.Helper()
 	if _, err := d.pool.Exec(context.Background(), sql, args...); err != nil {
 		tb.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// txLog is f on d's log table, for the checks that fencetest.TxLog
+// shares with mysqlfence.
+func (d *testDB) txLog(f *pgfence.Fence) fencetest.TxLog {
+	return fencetest.TxLog{
+		InTx: func(ctx context.Context, l fence.Lease, body func(log func(writer int) error) error) error {
+			return f.InTx(ctx, l, func(ctx context.Context, tx pgx.Tx) error {
+				return body(func(writer int) error { return logWrite(writer, l.Token())(ctx, tx) })
+			})
+		},
+		Highest: f.Highest,
+		Rows: func(tb testing.TB) []fencetest.Entry {
+			var out []fencetest.Entry
+			for _, r := range rows(tb, d) {
+				out = append(out, fencetest.Entry{Writer: int(r[0]), Token: uint64(r[1])})
+			}
+			return out
+		},
 	}
 }

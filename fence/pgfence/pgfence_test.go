@@ -161,11 +161,11 @@ func TestNotInstalled(t *testing.T) {
 }
 
 // rows returns the (writer, token) pairs of table log in id order.
-func rows(t *testing.T, d *testDB) [][2]int64 {
-	t.Helper()
+func rows(tb testing.TB, d *testDB) [][2]int64 {
+	tb.Helper()
 	r, err := d.pool.Query(context.Background(), "SELECT writer, token FROM log ORDER BY id")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	out, err := pgx.CollectRows(r, func(r pgx.CollectableRow) ([2]int64, error) {
 		var w, tok int64
@@ -173,7 +173,7 @@ func rows(t *testing.T, d *testDB) [][2]int64 {
 		return [2]int64{w, tok}, err
 	})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return out
 }
@@ -192,40 +192,7 @@ func TestInTx(t *testing.T) {
 	t.Parallel()
 	d, f := newLogDB(t)
 	ctx := context.Background()
-
-	steps := []struct {
-		token   uint64
-		stale   bool
-		highest uint64
-	}{{5, false, 5}, {5, false, 5}, {7, false, 7}, {6, true, 7}, {2, true, 7}, {7, false, 7}, {9, false, 9}}
-	var want [][2]int64
-	for i, s := range steps {
-		ran := false
-		err := f.InTx(ctx, fence.Grant("jobs/x", s.token), func(ctx context.Context, tx pgx.Tx) error {
-			ran = true
-			return logWrite(i, s.token)(ctx, tx)
-		})
-		if s.stale {
-			se, ok := errors.AsType[*fence.StaleError](err)
-			if !ok || !errors.Is(err, fence.ErrStale) || se.Token != s.token || se.Highest != s.highest || se.Resource != "jobs/x" {
-				t.Fatalf("step %d: InTx with token %d = %v; want a StaleError with highest %d", i, s.token, err, s.highest)
-			}
-			if ran {
-				t.Fatalf("step %d: fn ran after a stale fence", i)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("step %d: InTx with token %d: %v", i, s.token, err)
-		}
-		want = append(want, [2]int64{int64(i), int64(s.token)})
-	}
-	if got := rows(t, d); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("log = %v, want %v", got, want)
-	}
-	if h, err := f.Highest(ctx, "jobs/x"); err != nil || h != 9 {
-		t.Fatalf("Highest = %d, %v; want 9", h, err)
-	}
+	d.txLog(f).Steps(t)
 	// Resources are fenced apart.
 	if err := f.InTx(ctx, fence.Grant("jobs/y", 1), logWrite(100, 1)); err != nil {
 		t.Fatalf("another resource: %v", err)
@@ -235,26 +202,7 @@ func TestInTx(t *testing.T) {
 func TestFailedFunctionRollsBackTheFence(t *testing.T) {
 	t.Parallel()
 	d, f := newLogDB(t)
-	ctx := context.Background()
-	if err := f.InTx(ctx, fence.Grant("r", 3), logWrite(1, 3)); err != nil {
-		t.Fatal(err)
-	}
-	boom := errors.New("boom")
-	err := f.InTx(ctx, fence.Grant("r", 8), func(ctx context.Context, tx pgx.Tx) error {
-		if err := logWrite(2, 8)(ctx, tx); err != nil {
-			return err
-		}
-		return boom
-	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("InTx = %v, want fn's error", err)
-	}
-	if h, _ := f.Highest(ctx, "r"); h != 3 {
-		t.Fatalf("a rolled-back transaction raised the fence to %d", h)
-	}
-	if got := rows(t, d); len(got) != 1 {
-		t.Fatalf("log = %v, want only the first write", got)
-	}
+	d.txLog(f).RollsBack(t)
 }
 
 func TestBadInput(t *testing.T) {
@@ -272,13 +220,7 @@ func TestBadInput(t *testing.T) {
 		{"token 0", "r", 0, fence.ErrZeroToken},
 		{"token above bigint", "r", math.MaxInt64 + 1, fence.ErrInvalid},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ran := false
-			err := f.InTx(ctx, fence.Grant(tc.resource, tc.token), func(context.Context, pgx.Tx) error { ran = true; return nil })
-			if !errors.Is(err, tc.want) || !errors.Is(err, fence.ErrInvalid) || ran {
-				t.Fatalf("InTx = %v (fn ran: %t); want %v", err, ran, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { d.txLog(f).Refuses(t, fence.Grant(tc.resource, tc.token), tc.want) })
 	}
 	// The SQL function refuses the same, with its own SQLSTATE.
 	for _, call := range []string{"SELECT tenure_fence('', 1)", "SELECT tenure_fence(NULL, 1)", "SELECT tenure_fence('r', 0)", "SELECT tenure_fence('r', -5)", "SELECT tenure_fence('r', NULL)"} {

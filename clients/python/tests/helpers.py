@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 import urllib.error
 import urllib.request
 from typing import Callable, List, Optional, TypeVar
@@ -211,3 +212,32 @@ def write_auth_file(path: str, principals: dict) -> dict:
         json.dump(doc, f)
     os.chmod(path, 0o600)
     return tokens
+
+
+class NodeTest(unittest.TestCase):
+    """NodeTest is a test case on real nodes: when one of its tests fails,
+    the temporary directories (node logs) are kept after the run."""
+
+    def run(self, result=None):
+        result = super().run(result)
+        if result is not None and not result.wasSuccessful():
+            keep_dirs()
+        return result
+
+
+class OneNodeTest(NodeTest):
+    """OneNodeTest has one node, n1, started once for the class, and a
+    client on it (10s timeout): cls.node and cls.client."""
+
+    node: Node
+
+    @classmethod
+    def setUpClass(cls):
+        import tenure  # found through SRC_DIR, set above
+        cls.node = Node("n1").start()
+        cls.client = tenure.Client([cls.node.api], timeout=10)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.node.stop()

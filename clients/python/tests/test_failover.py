@@ -10,7 +10,7 @@ import helpers
 import tenure
 
 
-class FailoverTest(unittest.TestCase):
+class FailoverTest(helpers.NodeTest):
     @classmethod
     def setUpClass(cls):
         first = helpers.Node("n1").start()
@@ -30,12 +30,6 @@ class FailoverTest(unittest.TestCase):
     def tearDownClass(cls):
         for n in cls.nodes:
             n.stop()
-
-    def run(self, result=None):
-        result = super().run(result)
-        if result is not None and not result.wasSuccessful():
-            helpers.keep_dirs()
-        return result
 
     def test_leader_killed(self):
         c = tenure.Client([n.api for n in self.nodes], timeout=15)

@@ -19,23 +19,7 @@ import tenure
 TTL = 2.0
 
 
-class PausedHolderTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.node = helpers.Node("n1").start()
-        cls.client = tenure.Client([cls.node.api], timeout=10)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.node.stop()
-
-    def run(self, result=None):
-        result = super().run(result)
-        if result is not None and not result.wasSuccessful():
-            helpers.keep_dirs()
-        return result
-
+class PausedHolderTest(helpers.OneNodeTest):
     def test_session_that_stops_renewing(self):
         c, n, key = self.client, "py/paused/session", "py/paused/session/report"
         sa = c.session(holder="A", ttl=TTL)

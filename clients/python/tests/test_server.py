@@ -14,25 +14,7 @@ import helpers
 import tenure
 
 
-class ServerTest(unittest.TestCase):
-    node: helpers.Node
-
-    @classmethod
-    def setUpClass(cls):
-        cls.node = helpers.Node("n1").start()
-        cls.client = tenure.Client([cls.node.api], timeout=10)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.node.stop()
-
-    def run(self, result=None):
-        result = super().run(result)
-        if result is not None and not result.wasSuccessful():
-            helpers.keep_dirs()
-        return result
-
+class ServerTest(helpers.OneNodeTest):
     def name(self, suffix=""):
         return "py/%s%s" % (self.id().rsplit(".", 1)[-1], suffix)
 

@@ -10,7 +10,7 @@ import helpers
 import tenure
 
 
-class TLSAuthTest(unittest.TestCase):
+class TLSAuthTest(helpers.NodeTest):
     @classmethod
     def setUpClass(cls):
         d = helpers.temp_dir("tenure-py-tls-")
@@ -33,12 +33,6 @@ class TLSAuthTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.node.stop()
-
-    def run(self, result=None):
-        result = super().run(result)
-        if result is not None and not result.wasSuccessful():
-            helpers.keep_dirs()
-        return result
 
     def client(self, **kw):
         c = tenure.Client([self.node.api], timeout=10, **kw)

@@ -1,7 +1,9 @@
 // Package fencetest holds what the tests of the storage guards share: a
 // crowd of concurrent writers with mixed tokens, and the checks of what
-// they were told and of what the store kept. It is test support: only
-// _test.go files import it.
+// they were told and of what the store kept (Waves); the lost update of
+// docs/fencing.md, played on any guard through a small adapter
+// (ReadModifyWrite); and the checks that the SQL guards' InTx share
+// (TxLog). It is test support: only _test.go files import it.
 package fencetest
 
 import (

@@ -1,6 +1,7 @@
 package fencetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -86,6 +87,74 @@ func TestChecks(t *testing.T) {
 			t.Errorf("%s: the check passed", name)
 		} else {
 			t.Logf("%s: %s", name, f)
+		}
+	}
+}
+
+// list is a store of one list in memory behind a fence; with
+// unfencedRead set, its fenced read records no token (the bug), and with
+// fencedRead set, its unfenced read records one.
+type list struct {
+	mu                       sync.Mutex
+	highest                  uint64
+	value                    string
+	unfencedRead, fencedRead bool
+}
+
+func (s *list) pass(l fence.Lease, record bool) error {
+	if l.Token() < s.highest {
+		return &fence.StaleError{Resource: l.Name(), Token: l.Token(), Highest: s.highest}
+	}
+	if record {
+		s.highest = l.Token()
+	}
+	return nil
+}
+
+func (s *list) rmw() RMW {
+	return RMW{
+		Write: func(_ context.Context, l fence.Lease, v string) error {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if err := s.pass(l, true); err != nil {
+				return err
+			}
+			s.value = v
+			return nil
+		},
+		Read: func(context.Context) (string, error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.fencedRead {
+				s.highest = max(s.highest, 2)
+			}
+			return s.value, nil
+		},
+		FencedRead: func(_ context.Context, l fence.Lease) (string, error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.value, s.pass(l, !s.unfencedRead)
+		},
+	}
+}
+
+func TestReadModifyWriteChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		store       *list
+		fenced      bool
+		wantFailure bool
+	}{
+		{"sound, fenced", &list{}, true, false},
+		{"sound, unfenced", &list{}, false, false},
+		{"fenced read records nothing", &list{unfencedRead: true}, true, true},
+		{"unfenced read records a token", &list{fencedRead: true}, false, true},
+	} {
+		f := failure(t, func(tb testing.TB) { tc.store.rmw().play(tb, tc.fenced) })
+		if (f != "") != tc.wantFailure {
+			t.Errorf("%s: failure %q; want one %t", tc.name, f, tc.wantFailure)
+		} else {
+			t.Logf("%s: %q", tc.name, f)
 		}
 	}
 }
