@@ -166,6 +166,20 @@ class SessionRulesTest(unittest.TestCase):
             c.unblock.set()
             s.close()
 
+    def test_done_on_the_first_look_after_a_pause(self):
+        # After SIGCONT the threads run in no particular order: the first
+        # look at done must say the lease is over, before the watchdog
+        # thread ran. Holding the session's lock keeps the watchdog and
+        # the renewer out, as if they had not been scheduled yet.
+        c = FakeClient()
+        with tenure.Session(c, ttl=1.0, drift=0.01, margin=0.1) as s:
+            l = s.try_acquire("a")
+            with s._cond:
+                l._deadline = time.monotonic() - 0.001  # the pause outlived the lease
+                self.assertTrue(l.done.is_set(), "done was not set on the first look after the deadline")
+                self.assertTrue(l.done.wait(0))
+                self.assertIsInstance(l.error, tenure.LostError)
+
     def test_duplicate_and_closed(self):
         c = FakeClient()
         s = tenure.Session(c, ttl=1.0)

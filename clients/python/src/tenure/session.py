@@ -43,6 +43,29 @@ def _gone(err: BaseException) -> bool:
     return isinstance(err, (StaleTokenError, NotFoundError))
 
 
+
+class _LeaseDone(threading.Event):
+    """The done event of a lease: set by the session's watchdog thread at
+    the local deadline, and also by any look at it once the deadline has
+    passed. After a pause (SIGSTOP, a stalled VM) the process's threads
+    resume in no particular order; the first ``is_set()`` or ``wait()``
+    must already say the lease is over, not only once the watchdog ran."""
+
+    def __init__(self, lease: "Lease"):
+        super().__init__()
+        self._lease = lease
+
+    def is_set(self) -> bool:
+        if not super().is_set():
+            with self._lease._s._cond:  # re-entrant: a Condition's RLock
+                self._lease._expire_if_due()
+        return super().is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        if self.is_set():
+            return True
+        return super().wait(timeout)
+
 class _TooLate(Exception):
     pass
 
@@ -67,7 +90,7 @@ class Lease:
         #: Set when the lease ends: at the local deadline at the latest if
         #: renewals fail, at once if the server reports the grant gone,
         #: or on release. ``error`` then says why.
-        self.done = threading.Event()
+        self.done: threading.Event = _LeaseDone(self)
         self._state = HELD
         self._sent_at = g.sent_at
         self._deadline = deadline
