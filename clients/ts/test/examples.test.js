@@ -1,6 +1,7 @@
 // The examples, run as a person would against a real tenured.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { startNode, eventually, pkgDir, spawnGroup, killGroup } from "./helpers/tenured.js";
 
@@ -52,4 +53,22 @@ test("leader-worker leads, writes its heartbeat and steps down on SIGTERM", asyn
   assert.equal(await p.done, 0, p.out);
   assert.match(p.out, /worker-1: stepped down/);
   assert.match(p.out, /worker-1: done/);
+});
+
+// Every code block of README.md marked <!-- example: examples/NAME --> is
+// a verbatim excerpt of that example, which the tests run, so the README
+// cannot drift from code that works.
+test("README.md quotes the examples verbatim", async () => {
+  const md = readFileSync(join(pkgDir, "README.md"), "utf8");
+  const re = /<!-- example: (examples\/[\w.-]+) -->\n```\w*\n([\s\S]*?)\n```\n/g;
+  const quoted = [];
+  for (const [, file, block] of md.matchAll(re)) {
+    const src = readFileSync(join(pkgDir, file), "utf8");
+    assert.ok(src.includes(`${block}\n`), `README.md's block marked ${file} is not a verbatim excerpt of it:\n${block}`);
+    quoted.push(file);
+  }
+  const markers = md.match(/<!-- example: /g)?.length ?? 0;
+  assert.equal(quoted.length, markers, "every example marker is followed by a code block");
+  // secure.test.js runs secured-counter.mjs: TLS, bearer token, client certificate, lease.update.
+  assert.deepEqual(quoted, ["examples/secured-counter.mjs", "examples/secured-counter.mjs"]);
 });

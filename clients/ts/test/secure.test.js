@@ -7,11 +7,11 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Node, tempDir, tenureBin } from "./helpers/tenured.js";
+import { Node, tempDir, tenureBin, pkgDir, spawnGroup, killGroup } from "./helpers/tenured.js";
 import {
-  createClient, UnauthenticatedError, PermissionDeniedError, ForbiddenError, TLSError, StaleTokenError, isError,
+  createClient, UnauthenticatedError, PermissionDeniedError, NotFoundError, ForbiddenError, TLSError, StaleTokenError, isError,
 } from "../dist/node.js";
 import { createClient as createWebClient } from "../dist/web.js";
 
@@ -194,5 +194,70 @@ test("the browser build sends the token (fetch, plain HTTP on loopback)", async 
     await assert.rejects(none.acquire(`jobs/web-${protocol}`, "w", TTL), UnauthenticatedError);
     const reader = createWebClient({ endpoints: [plainNode.api], token: tokens.reader, protocol });
     await assert.rejects(reader.acquire(`jobs/web-${protocol}`, "w", TTL), PermissionDeniedError);
+  }
+});
+
+// examples/secured-counter.mjs, which the README quotes for TLS, bearer
+// tokens, client certificates and lease.update, run as a person would.
+function runExample(env) {
+  const base = { ...process.env };
+  delete base.TENURE_AUTH_TOKEN;
+  const p = spawnGroup(process.execPath, [join(pkgDir, "examples", "secured-counter.mjs")], {
+    env: { ...base, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  p.stdout.on("data", (b) => (out += b));
+  p.stderr.on("data", (b) => (out += b));
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      killGroup(p);
+      resolve({ code: "timeout after 30s", out });
+    }, 30_000);
+    p.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, out });
+    });
+  });
+}
+
+test("examples/secured-counter.mjs counts over TLS with a token, then with a client certificate", async () => {
+  // The example reads ca.crt, app.crt and app.key from TENURE_CERTS; here
+  // the client certificate is app-cert's.
+  const certs = join(dir, "example-certs");
+  mkdirSync(certs);
+  copyFileSync(join(dir, "certs", "ca.crt"), join(certs, "ca.crt"));
+  copyFileSync(join(dir, "certs", "app-cert.crt"), join(certs, "app.crt"));
+  copyFileSync(join(dir, "certs", "app-cert.key"), join(certs, "app.key"));
+  const env = { TENURE_ENDPOINTS: tlsNode.api, TENURE_CERTS: certs };
+  const count = (r) => {
+    const m = r.out.match(/^count = (\d+) \(written with token (\d+)\)$/m);
+    assert.ok(m, `no count in the example's output:\n${r.out}\n${logs()}`);
+    return { n: Number(m[1]), token: BigInt(m[2]) };
+  };
+
+  const withToken = await runExample({ ...env, TENURE_AUTH_TOKEN: tokens.app });
+  assert.equal(withToken.code, 0, `${withToken.out}\n${logs()}`);
+  const first = count(withToken);
+  assert.equal(first.n, 1);
+
+  const withCert = await runExample(env);
+  assert.equal(withCert.code, 0, `${withCert.out}\n${logs()}`);
+  const second = count(withCert);
+  assert.equal(second.n, 2, "the second run read the first run's count");
+  assert.ok(second.token > first.token, `the second grant's token ${second.token} is not larger than ${first.token}`);
+
+  const badToken = await runExample({ ...env, TENURE_AUTH_TOKEN: "tnr_not-a-known-token" });
+  assert.notEqual(badToken.code, 0, badToken.out);
+  assert.match(badToken.out, /UnauthenticatedError|unauthenticated/, badToken.out);
+
+  const c = createClient({ endpoints: [tlsNode.api], tls: tls(), token: tokens.reader });
+  try {
+    const kv = await c.kvGet("jobs/nightly/count");
+    assert.equal(new TextDecoder().decode(kv.value), "2", "a refused run changed nothing");
+    assert.equal(kv.token, second.token);
+    await assert.rejects(c.get("jobs/nightly"), (err) => isError(err, NotFoundError), "the example released its lease");
+  } finally {
+    c.close();
   }
 });
