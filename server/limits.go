@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
+	"github.com/tenure-io/tenure/internal/wire"
 	"github.com/tenure-io/tenure/lease"
 )
 
@@ -52,9 +53,12 @@ func maxMessage(l lease.Limits) int64 {
 }
 
 // withBodyLimit stops reading every request's body at its method's limit.
+// A BatchStream's body is a stream of batches that lasts as long as its
+// client: it has no total, and each of its messages is bounded as a
+// Batch is, by connect.WithReadMaxBytes.
 func withBodyLimit(next http.Handler, l lease.Limits) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody {
+		if r.Body != nil && r.Body != http.NoBody && r.URL.Path != wire.BatchStreamProcedure {
 			r.Body = http.MaxBytesReader(w, r.Body, bodyLimit(r.URL.Path, l))
 		}
 		next.ServeHTTP(w, r)
