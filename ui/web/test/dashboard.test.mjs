@@ -63,8 +63,9 @@ test("an acquired lease shows up within 1s with its holder and token, then expir
     await shot(page, "leases");
 
     // The prefix filter.
+    // The filter applies at the next frame (queueRender): wait for it.
     await page.fill("#prefix", "queue/");
-    assert.equal(await page.locator(row("jobs/nightly")).isHidden(), true);
+    await page.waitForSelector(row("jobs/nightly"), { state: "hidden", timeout: 2000 });
     assert.equal(await page.locator(row("queue/report")).isVisible(), true);
     await page.fill("#prefix", "");
 
