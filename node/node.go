@@ -188,7 +188,11 @@ func (n *Node) open() error {
 	}
 	n.trans = cfg.Transport
 	if n.trans == nil {
-		t, stream, err := newClusterTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.PeerTLS, n.log, hlog)
+		known := ""
+		if n.dir != nil && n.dir.initialised {
+			known = n.dir.clusterID
+		}
+		t, stream, err := newClusterTransport(cfg.RaftAddr, cfg.RaftAdvertise, known, cfg.PeerTLS, n.log, hlog)
 		if err != nil {
 			return err
 		}

@@ -69,7 +69,7 @@ func TestRaftOverTLSRefusesNonMembers(t *testing.T) {
 		{"a certificate from another CA", tlsconfig.NewPeer(mustIssue(t, other, "x1").TLSCert(), ca.Cert)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			intruder, stream, err := newClusterTransport("127.0.0.1:0", "", tc.peer, quiet, hlog)
+			intruder, stream, err := newClusterTransport("127.0.0.1:0", "", "", tc.peer, quiet, hlog)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +96,7 @@ func TestRaftOverTLSRefusesNonMembers(t *testing.T) {
 	})
 
 	// Control: a member's certificate and the cluster ID reach raft.
-	member, stream, err := newClusterTransport("127.0.0.1:0", "", tlsconfig.NewPeer(mustIssue(t, ca, "m2").TLSCert(), ca.Cert), quiet, hlog)
+	member, stream, err := newClusterTransport("127.0.0.1:0", "", "", tlsconfig.NewPeer(mustIssue(t, ca, "m2").TLSCert(), ca.Cert), quiet, hlog)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,11 @@ type clusterStream struct {
 
 var _ raft.StreamLayer = (*clusterStream)(nil)
 
-func newClusterTransport(bind, advertise string, peerTLS *tlsconfig.Peer, log *slog.Logger, hlog hclog.Logger) (*raft.NetworkTransport, *clusterStream, error) {
+// newClusterTransport listens on bind for raft connections of cluster
+// clusterID ("" for a node that has not joined one yet: it accepts none
+// until setClusterID). A node restarted on its data passes its cluster's
+// ID here, so that no connection that arrives as it starts is refused.
+func newClusterTransport(bind, advertise, clusterID string, peerTLS *tlsconfig.Peer, log *slog.Logger, hlog hclog.Logger) (*raft.NetworkTransport, *clusterStream, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: raft listen on %s: %w", bind, err)
@@ -103,6 +107,9 @@ func newClusterTransport(bind, advertise string, peerTLS *tlsconfig.Peer, log *s
 		accepted:  make(chan net.Conn),
 		closed:    make(chan struct{}),
 		lastLog:   make(map[string]time.Time),
+	}
+	if clusterID != "" {
+		s.setClusterID(clusterID)
 	}
 	go s.acceptLoop()
 	t := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{

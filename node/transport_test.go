@@ -107,7 +107,7 @@ func TestRaftTrafficFromAnotherClusterRefused(t *testing.T) {
 	// A raw transport speaking for cluster A asks B's node to vote in a
 	// far later term and to take entries from a new leader.
 	hlog := hclog.New(&hclog.LoggerOptions{Output: io.Discard})
-	intruder, stream, err := newClusterTransport("127.0.0.1:0", "", nil, slog.New(slog.NewTextHandler(io.Discard, nil)), hlog)
+	intruder, stream, err := newClusterTransport("127.0.0.1:0", "", "", nil, slog.New(slog.NewTextHandler(io.Discard, nil)), hlog)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,4 +263,47 @@ func TestFollowerSuspectsALeaderWhoseConnectionBroke(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// A node restarted on its data knows its cluster before its raft port
+// accepts anything: the first connection of a member is served, not
+// refused with "this node has not joined a cluster yet" (seen once when a
+// peer reconnected the moment a node came back).
+func TestRestartedNodeAcceptsItsClusterAtOnce(t *testing.T) {
+	hlog := hclog.New(&hclog.LoggerOptions{Output: io.Discard})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	back, _, err := newClusterTransport("127.0.0.1:0", "", "c1", nil, quiet, hlog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { back.CloseStreams(); back.Close() }()
+	stop, served := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			select {
+			case rpc := <-back.Consumer():
+				rpc.Respond(&raft.RequestVoteResponse{Term: 7}, nil)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-served }()
+	peer, stream, err := newClusterTransport("127.0.0.1:0", "", "c1", nil, quiet, hlog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { peer.CloseStreams(); peer.Close() }()
+	if stream.cluster() != "c1" {
+		t.Fatalf("a transport made for cluster c1 knows cluster %q", stream.cluster())
+	}
+	var vote raft.RequestVoteResponse
+	err = peer.RequestVote("n1", back.LocalAddr(), &raft.RequestVoteRequest{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n2"), Addr: []byte(peer.LocalAddr())},
+		Term:      7,
+	}, &vote)
+	if err != nil || vote.Term != 7 {
+		t.Fatalf("the first RequestVote of a member: %v (term %d), want it served", err, vote.Term)
+	}
 }
