@@ -46,7 +46,15 @@ func TestWatchFailsOverBetweenMembers(t *testing.T) {
 	}
 	expectEvents(t, events, "current jobs/a/1@0", "synced")
 
-	c.Crash(follower)
+	// Crash the member that serves the watch: the follower, unless a
+	// slow first attempt made the client move on to another endpoint.
+	serving := follower
+	for _, m := range c.Members() {
+		if m.Node.Watches() > 0 {
+			serving = m
+		}
+	}
+	c.Crash(serving)
 	// Granted while the watch has no stream (or a new one on a member
 	// that already applied it).
 	_, err = cl.Acquire(ctx, "jobs/b", "h", time.Minute)

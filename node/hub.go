@@ -216,6 +216,14 @@ func (h *hub) wakeWaitsLocked() {
 	h.lost = make(chan struct{})
 }
 
+// Watches returns how many watches this node serves now.
+func (n *Node) Watches() int {
+	h := n.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
 // Watch starts a watch of the leases whose names start with prefix. It is
 // served from this node's applied state, leader or not. Current holds the
 // leases live at the applied cluster time: a lease that has expired but
