@@ -81,7 +81,15 @@ func (n *Node) adjustRaftLog(level hclog.Level, msg string, args []any) hclog.Le
 				return hclog.Debug
 			}
 		}
-		return n.troubles.failed(n.peerAddress(args), level, time.Now())
+		l := n.troubles.failed(n.peerAddress(args), level, time.Now())
+		if msg == "failed to contact" && l > hclog.Info {
+			// The leader has not heard from this follower within its
+			// leader lease: late, not unreachable (a failed RPC says
+			// that). On a loaded machine one such lapse is normal; if
+			// it goes on, the episode's summary is the warning.
+			l = hclog.Info
+		}
+		return l
 	}
 	return level
 }
