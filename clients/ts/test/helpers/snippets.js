@@ -35,13 +35,12 @@ export function blockUnder(markdown, heading, lang) {
 }
 
 /** tsProject writes files (name -> text) into a new directory, an ES
- * module project with this package's node_modules (so imports of its
- * dependencies and of the package itself, through its name, resolve) and
- * a strict tsconfig.json; compilerOptions are added to it. It returns the
- * directory. */
-export function tsProject(files, compilerOptions = {}) {
+ * module project with a strict tsconfig.json (compilerOptions are added
+ * to it) and, unless linkModules is false, this package's node_modules (so
+ * imports of its dependencies resolve). It returns the directory. */
+export function tsProject(files, compilerOptions = {}, { linkModules = true } = {}) {
   const dir = tempDir("tenure-ts-snippets-");
-  symlinkSync(join(pkgDir, "node_modules"), join(dir, "node_modules"), "dir");
+  if (linkModules) symlinkSync(join(pkgDir, "node_modules"), join(dir, "node_modules"), "dir");
   writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "snippets", private: true, type: "module" }));
   writeFileSync(
     join(dir, "tsconfig.json"),
