@@ -5,13 +5,13 @@ go 1.26.0
 replace github.com/tenure-io/tenure => ../..
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/tenure-io/tenure v0.0.0
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 )
 
 require (
-	connectrpc.com/connect v1.21.1 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect

@@ -17,6 +17,14 @@
 // refuses to renew or acquire until client-go has stepped down (it reports
 // "stopped leading" through RecordEvent), so client-go never carries on
 // the same term under a new token; the next term is acquired anew.
+//
+// A lock the cluster refuses (a token it does not know, a principal
+// without the role to read or hold the lease, a TLS handshake that fails)
+// cannot elect until that is fixed, and client-go only logs the errors of
+// a lock and tries again every RetryPeriod. The lock surfaces them
+// instead: its calls fail with an error that matches ErrRefused and keeps
+// the cluster's message (which names the principal and the role it
+// lacks), Config.OnRefused is called with it, and WaitLeading returns it.
 package tenurelock
 
 import (
@@ -31,6 +39,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"connectrpc.com/connect"
 
 	"github.com/tenure-io/tenure/client"
 )
@@ -58,6 +68,15 @@ type Config struct {
 	Margin time.Duration
 	// Now is the local clock, for tests. Default time.Now.
 	Now func() time.Time
+	// OnRefused, if set, is called with the error (matching ErrRefused)
+	// each time the cluster refuses one of the lock's calls: the
+	// credentials are unknown, the principal lacks the role, or the TLS
+	// handshake failed. client-go only logs such errors and tries again
+	// every RetryPeriod, so without it a misconfigured candidate
+	// campaigns on quietly forever; cancel the context given to
+	// RunOrDie here to stop campaigning. It runs on client-go's
+	// goroutine: do not block in it.
+	OnRefused func(error)
 }
 
 // Lock implements resourcelock.Interface with a tenure lease.
@@ -74,8 +93,15 @@ type Lock struct {
 	// leading is client-go's view, from RecordEvent: between "became
 	// leader" and "stopped leading".
 	leading bool
-	// changed is closed and replaced whenever a term starts or ends.
+	// changed is closed and replaced whenever a term starts or ends,
+	// and at every refusal.
 	changed chan struct{}
+	// refused is the last refusal (an ErrRefused error), nil if none yet;
+	// refusedNow says whether the last call to the cluster was refused;
+	// refusals counts them.
+	refused    error
+	refusedNow bool
+	refusals   uint64
 }
 
 // term is one grant of the lease to this lock.
@@ -117,6 +143,57 @@ func New(cfg Config) (*Lock, error) {
 // them (see the package doc).
 var ErrNotLeading = errors.New("tenurelock: not leading")
 
+// ErrRefused is matched by the error of a call the cluster refused: the
+// credentials (Config.Client's token or client certificate) are missing
+// or unknown (code unauthenticated), the principal lacks the role to read
+// or hold the lease (permission_denied, naming the role needed; or a live
+// grant under the lock's identity belongs to another principal), or the
+// TLS handshake failed (client.IsTLSError). The error keeps the cluster's
+// own, so connect.CodeOf and errors.Is with the client's errors work on
+// it. Retrying does not help until the auth file or the certificates
+// change.
+var ErrRefused = errors.New("tenurelock: the cluster refused the lock")
+
+// refusal reports whether err is the cluster refusing the lock's
+// credentials: unauthenticated, permission_denied (a missing role, or a
+// grant under this identity that another principal holds, which
+// client.ErrForbidden matches too), or a failed TLS handshake.
+func refusal(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
+		return true
+	}
+	return client.IsTLSError(err)
+}
+
+// note records the outcome of a call to the cluster and returns its
+// error, wrapped in ErrRefused if it is a refusal (then OnRefused hears of
+// it). It must be called without l.mu held.
+func (l *Lock) note(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if !refusal(err) {
+		l.mu.Lock()
+		l.refusedNow = false
+		l.mu.Unlock()
+		return err
+	}
+	err = fmt.Errorf("%w (lease %s, candidate %s): %w", ErrRefused, l.cfg.Name, l.cfg.Identity, err)
+	l.mu.Lock()
+	l.refused, l.refusedNow = err, true
+	l.refusals++
+	l.notifyLocked()
+	l.mu.Unlock()
+	if l.cfg.OnRefused != nil {
+		l.cfg.OnRefused(err)
+	}
+	return err
+}
+
 // groupResource names tenure leases in Kubernetes API errors.
 var groupResource = schema.GroupResource{Group: "tenure.io", Resource: "leases"}
 
@@ -137,6 +214,7 @@ type record struct {
 // take it for its own.
 func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	g, err := l.cfg.Client.Get(ctx, l.cfg.Name)
+	err = l.note(err)
 	if errors.Is(err, client.ErrNotFound) {
 		return nil, nil, apierrors.NewNotFound(groupResource, l.cfg.Name)
 	}
@@ -197,6 +275,7 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 	}
 	sent := l.cfg.Now()
 	g, err := l.cfg.Client.RenewOne(ctx, l.cfg.Name, t.token)
+	err = l.note(err)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrForbidden) {
@@ -233,7 +312,7 @@ func (l *Lock) acquire(ctx context.Context, ler resourcelock.LeaderElectionRecor
 	ended := l.ended
 	l.mu.Unlock()
 	if ended != 0 {
-		err := l.cfg.Client.Release(ctx, l.cfg.Name, ended)
+		err := l.note(l.cfg.Client.Release(ctx, l.cfg.Name, ended))
 		if err != nil && !errors.Is(err, client.ErrStaleToken) && !errors.Is(err, client.ErrNotFound) {
 			return fmt.Errorf("tenurelock: release the grant of the ended term (token %d): %w", ended, err)
 		}
@@ -251,7 +330,7 @@ func (l *Lock) acquire(ctx context.Context, ler resourcelock.LeaderElectionRecor
 		return fmt.Errorf("tenurelock: no TTL: Config.TTL is unset and client-go passed LeaseDurationSeconds %d", ler.LeaseDurationSeconds)
 	}
 	g, err := l.cfg.Client.Acquire(ctx, l.cfg.Name, l.cfg.Identity, ttl)
-	if err != nil {
+	if err = l.note(err); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -288,7 +367,7 @@ func (l *Lock) release(ctx context.Context) error {
 	if token == 0 {
 		return nil
 	}
-	err := l.cfg.Client.Release(ctx, l.cfg.Name, token)
+	err := l.note(l.cfg.Client.Release(ctx, l.cfg.Name, token))
 	if err != nil && !errors.Is(err, client.ErrStaleToken) && !errors.Is(err, client.ErrNotFound) {
 		return err
 	}
@@ -417,13 +496,27 @@ func (l *Lock) Leading(ctx context.Context) (context.Context, uint64, error) {
 }
 
 // WaitLeading waits until the lock leads (or ctx ends) and returns Leading.
+// It returns the refusal (an error matching ErrRefused) instead when the
+// lock's last call to the cluster was refused, or when one is refused
+// while it waits: a candidate whose credentials the cluster refuses would
+// never lead.
 func (l *Lock) WaitLeading(ctx context.Context) (context.Context, uint64, error) {
+	l.mu.Lock()
+	seen := l.refusals
+	if l.refusedNow && l.term == nil {
+		seen--
+	}
+	l.mu.Unlock()
 	for {
 		l.mu.Lock()
 		ch := l.changed
+		refused, n := l.refused, l.refusals
 		l.mu.Unlock()
 		if lctx, tok, err := l.Leading(ctx); err == nil {
 			return lctx, tok, nil
+		}
+		if n != seen {
+			return nil, 0, refused
 		}
 		select {
 		case <-ch:

@@ -51,9 +51,9 @@ func tenured(t *testing.T) string {
 	return binPath
 }
 
-// startNode starts a single-node tenured and returns its API address. Its
-// output is printed if the test fails.
-func startNode(t *testing.T) string {
+// startNode starts a single-node tenured, with extra flags, and returns
+// its API address. Its output is printed if the test fails.
+func startNode(t *testing.T, extra ...string) string {
 	t.Helper()
 	bin := tenured(t)
 	ports, err := tenuredproc.ReservePorts(2)
@@ -63,7 +63,7 @@ func startNode(t *testing.T) string {
 	t.Cleanup(ports.Release)
 	addrs := ports.Addrs()
 	n := tenuredproc.Node{ID: "n1", API: addrs[0], Raft: addrs[1], DataDir: t.TempDir(),
-		Extra: []string{"--election-timeout", "300ms", "--log-level", "warn"}}
+		Extra: append([]string{"--election-timeout", "300ms", "--log-level", "warn"}, extra...)}
 	var log bytes.Buffer
 	var logMu sync.Mutex
 	p, err := tenuredproc.Start(bin, n.Args(), writerFunc(func(b []byte) (int, error) {

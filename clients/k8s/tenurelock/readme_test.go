@@ -2,13 +2,17 @@ package tenurelock_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"log"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/tenure-io/tenure/client"
@@ -17,15 +21,35 @@ import (
 
 // runLeader is the main example of ../README.md: the lines between the
 // markers are shown there verbatim (TestREADMEShowsTheExample checks it),
-// and TestREADMEExample runs them against a real tenured.
-func runLeader(ctx context.Context, endpoints []string, podName string, run func(context.Context, uint64)) error {
+// and TestREADMEExample runs them against a real tenured that serves TLS
+// and wants a bearer token.
+func runLeader(ctx context.Context, endpoints []string, caFile, token, podName string, run func(context.Context, uint64)) error {
 	// README example begin
-	c, err := client.New(client.Config{Endpoints: endpoints}) // TLS, Token: see docs/security.md
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	pem, err := os.ReadFile(caFile) // the cluster's CA certificate (ca.crt of tenure certs init)
+	if err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("%s: no PEM certificate", caFile)
+	}
+	c, err := client.New(client.Config{
+		Endpoints: endpoints,
+		TLS:       &tls.Config{RootCAs: roots}, // Certificates: a client certificate instead of a token
+		Token:     token,                       // a principal with the role hold:svc/ (say, from a Secret)
+	})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	lock, err := tenurelock.New(tenurelock.Config{Client: c, Name: "svc/my-controller", Identity: podName})
+	lock, err := tenurelock.New(tenurelock.Config{
+		Client:    c,
+		Name:      "svc/my-controller",
+		Identity:  podName,
+		OnRefused: cancel, // a wrong token or a missing role: stop campaigning (client-go only logs it)
+	})
 	if err != nil {
 		return err
 	}
@@ -55,14 +79,21 @@ func runLeader(ctx context.Context, endpoints []string, podName string, run func
 			OnStoppedLeading: func() { log.Print("stopped leading") },
 		},
 	})
-	return nil // RunOrDie returns once ctx is cancelled (and, with ReleaseOnCancel, the lease released)
+	// RunOrDie returns once ctx ends (with ReleaseOnCancel, after releasing the lease).
+	if err := context.Cause(ctx); errors.Is(err, tenurelock.ErrRefused) {
+		return err
+	}
+	return nil
 	// README example end
 }
 
-// TestREADMEExample runs the README's example: it leads, writes with its
-// token through the fenced store, and on cancel releases the lease.
+// TestREADMEExample runs the README's example against a tenured with TLS
+// and an auth file: with the token of a principal that may hold the lease
+// it leads, writes with its token through the fenced store, and on cancel
+// releases the lease; with the token of one that may only read, it returns
+// the refusal instead of campaigning on.
 func TestREADMEExample(t *testing.T) {
-	api := startNode(t)
+	s := startSecured(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	type lead struct {
@@ -74,7 +105,7 @@ func TestREADMEExample(t *testing.T) {
 	leads := make(chan lead, 1)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- runLeader(ctx, []string{api}, "pod-a", func(ctx context.Context, token uint64) {
+		errc <- runLeader(ctx, []string{s.api}, s.caFile, s.tokens["controller"], "pod-a", func(ctx context.Context, token uint64) {
 			tok, ok := tenurelock.TokenFrom(ctx)
 			leads <- lead{token: token, fromCtx: tok, ctxTokOK: ok, ctxActive: ctx.Err() == nil}
 			cancel()
@@ -87,7 +118,7 @@ func TestREADMEExample(t *testing.T) {
 	if err := wait(t, errc, "the README example to return after cancel"); err != nil {
 		t.Fatalf("the README example: %v", err)
 	}
-	c := newClient(t, api)
+	c := s.client(t, s.tokens["controller"], false)
 	kv, err := c.KVGet(t.Context(), "svc/my-controller/leader")
 	if err != nil {
 		t.Fatalf("the example's write: %v", err)
@@ -97,6 +128,24 @@ func TestREADMEExample(t *testing.T) {
 	}
 	if _, err := c.Get(t.Context(), "svc/my-controller"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("after cancel with ReleaseOnCancel the lease should be free: Get = %v", err)
+	}
+
+	// A principal that may read the lease but not hold it: RunOrDie
+	// returns (OnRefused cancelled its context) and the example returns
+	// the refusal.
+	go func() {
+		errc <- runLeader(t.Context(), []string{s.api}, s.caFile, s.tokens["reader"], "pod-r", func(context.Context, uint64) {
+			t.Error("the reader leads")
+		})
+	}()
+	err = wait(t, errc, "the README example to return the reader's refusal")
+	if !errors.Is(err, tenurelock.ErrRefused) || connect.CodeOf(err) != connect.CodePermissionDenied ||
+		!strings.Contains(err.Error(), "hold:svc/my-controller") {
+		t.Fatalf("the README example with the reader's token: %v; want the refusal naming the role hold:svc/my-controller", err)
+	}
+	t.Logf("the README example with the reader's token: %v", err)
+	if _, err := c.Get(t.Context(), "svc/my-controller"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("after the reader's attempt: Get = %v; want not found", err)
 	}
 }
 
