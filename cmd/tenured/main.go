@@ -553,5 +553,5 @@ func peerProgress(ctx context.Context, sec *security, addr string) (node.PeerPro
 	}
 	defer c.Close()
 	st, err := c.Status(ctx)
-	return node.PeerProgress{Applied: st.AppliedIndex, CatchingUp: st.CatchingUp}, err
+	return node.PeerProgress{Applied: st.AppliedIndex, CatchingUp: st.CatchingUp, Behind: st.Behind}, err
 }
