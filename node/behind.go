@@ -93,27 +93,35 @@ func (n *Node) Progress() Progress {
 		return Progress{Applied: applied, LeaderCommit: commit}
 	}
 	_, lid := r.LeaderWithID()
-	n.prog.mu.Lock()
-	defer n.prog.mu.Unlock()
-	p := Progress{Applied: applied, LeaderCommit: max(commit, n.prog.commit)}
-	if !n.prog.heard {
-		p.LeaderCommit = max(p.LeaderCommit, r.LastIndex())
+	follows := lid != "" && lid != raft.ServerID(n.cfg.ID)
+	return n.prog.judge(applied, commit, r.LastIndex(), follows)
+}
+
+// judge returns the progress of a node that is not the leader and has
+// applied up to applied, with raft's commit and last index; follows says
+// it knows another node as the leader.
+func (p *progress) judge(applied, commit, last uint64, follows bool) Progress {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := Progress{Applied: applied, LeaderCommit: max(commit, p.commit)}
+	if !p.heard {
+		out.LeaderCommit = max(out.LeaderCommit, last)
 	}
-	if lid == "" || lid == raft.ServerID(n.cfg.ID) {
-		return p
+	if !follows {
+		return out
 	}
 	switch {
-	case !n.prog.heard:
-		p.Behind = true
-	case !n.prog.started && applied >= n.prog.first:
-		n.prog.started = true
-	case !n.prog.started:
-		p.Behind = true
+	case !p.heard:
+		out.Behind = true
+	case !p.started && applied >= p.first:
+		p.started = true
+	case !p.started:
+		out.Behind = true
 	}
-	if applied+catchUpSlack < p.LeaderCommit {
-		p.Behind = true
+	if applied+catchUpSlack < out.LeaderCommit {
+		out.Behind = true
 	}
-	return p
+	return out
 }
 
 // BehindError is TransferLeadership's refusal to hand leadership to a
