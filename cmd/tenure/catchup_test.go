@@ -143,6 +143,9 @@ func TestCatchingUpAfterARestart(t *testing.T) {
 	}
 	// leader transfer: refused with the reason, and nothing moved.
 	tr := runCLI(ctx, map[string]string{"TENURE_ENDPOINTS": leader.Addr}, "leader", "transfer", f.ID, "--request-timeout", "2s")
+	table := runCLI(ctx, env, "member", "list")
+	t.Logf("while %s catches up:\n$ tenure status\n%s\n$ tenure member list\n%s\n$ curl %s/readyz\n%d %s\n$ tenure leader transfer %s\n%s",
+		f.ID, st.stdout, table.stdout, f.Addr, code, body, f.ID, tr.stderr)
 	if tr.code == 0 || !regexp.MustCompile(f.ID+` is catching up: applied \d+ of \d+`).MatchString(tr.stderr) {
 		t.Errorf("leader transfer to %s, which is behind: exit %d, want a refusal that says it is catching up:\n%s%s", f.ID, tr.code, tr.stdout, tr.stderr)
 	}
