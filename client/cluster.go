@@ -40,6 +40,16 @@ type Status struct {
 	// joined with no raft state it could vouch for.
 	CatchingUp   bool
 	CatchUpIndex uint64
+	// LeaderCommitIndex is the leader's commit index as the node knows
+	// it. Behind says the node follows a leader and has not applied what
+	// it committed: it is catching up (AppliedIndex of
+	// LeaderCommitIndex), and its leases, tokens and cluster time are
+	// older than the leader's.
+	LeaderCommitIndex uint64
+	Behind            bool
+	// MembersFrom is the member whose view Members is: "" for the node's
+	// own, the leader's ID when the node is behind and asked the leader.
+	MembersFrom string
 }
 
 // Member is one member of the cluster.
@@ -111,6 +121,10 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		ClusterID:     res.GetClusterId(),
 		CatchingUp:    res.GetCatchingUp(),
 		CatchUpIndex:  res.GetCatchUpIndex(),
+
+		LeaderCommitIndex: res.GetLeaderCommitIndex(),
+		Behind:            res.GetBehind(),
+		MembersFrom:       res.GetMembersFrom(),
 	}, nil
 }
 

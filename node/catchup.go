@@ -202,19 +202,73 @@ func (n *Node) watchCatchUp() {
 
 // voteGate is a raft transport that sends no vote or pre-vote request
 // while the node may not vote (see Catching up): it does not stand for
-// election.
+// election. It also reads the leader's commit index from the requests
+// raft receives (see Falling behind).
 type voteGate struct {
 	raft.Transport
 	may func() bool
+	tap *commitTap
 }
 
 // newVoteGate wraps t, or returns nil if t lacks what raft needs of a
 // transport beyond the interface (see canHoldBackCommits).
-func newVoteGate(t raft.Transport, may func() bool) *voteGate {
+func newVoteGate(t raft.Transport, may func() bool, tap *commitTap) *voteGate {
 	if !canHoldBackCommits(t) {
 		return nil
 	}
-	return &voteGate{Transport: t, may: may}
+	return &voteGate{Transport: t, may: may, tap: tap}
+}
+
+// commitTap passes the requests raft receives on to raft, and tells saw
+// the commit index of each AppendEntries (and the last index of each
+// snapshot) on the way. Heartbeats, which carry none, go to raft on a
+// path of their own.
+type commitTap struct {
+	saw func(commit uint64)
+	// beforeAppend, if set, runs before raft gets an AppendEntries that
+	// carries entries, and may block (Config.FaultBeforeAppend).
+	beforeAppend func(first, last uint64)
+	// stop ends the tap once raft has shut down.
+	stop <-chan struct{}
+
+	once sync.Once
+	out  chan raft.RPC
+}
+
+// Consumer returns the requests for raft: raft calls it once, when it
+// starts.
+func (g *voteGate) Consumer() <-chan raft.RPC {
+	t := g.tap
+	t.once.Do(func() {
+		t.out = make(chan raft.RPC)
+		go t.run(g.Transport.Consumer())
+	})
+	return t.out
+}
+
+func (t *commitTap) run(in <-chan raft.RPC) {
+	for {
+		var rpc raft.RPC
+		select {
+		case rpc = <-in:
+		case <-t.stop:
+			return
+		}
+		switch req := rpc.Command.(type) {
+		case *raft.AppendEntriesRequest:
+			t.saw(req.LeaderCommitIndex)
+			if t.beforeAppend != nil && len(req.Entries) > 0 {
+				t.beforeAppend(req.Entries[0].Index, req.Entries[len(req.Entries)-1].Index)
+			}
+		case *raft.InstallSnapshotRequest:
+			t.saw(req.LastLogIndex)
+		}
+		select {
+		case t.out <- rpc:
+		case <-t.stop:
+			return
+		}
+	}
 }
 
 func (g *voteGate) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {

@@ -62,21 +62,29 @@ type Status struct {
 	// catchup.go.
 	CatchingUp   bool
 	CatchUpIndex uint64
+	// LeaderCommitIndex is the leader's commit index as this node knows
+	// it, and Behind says this node follows a leader and has not applied
+	// what it committed: it is catching up (see behind.go).
+	LeaderCommitIndex uint64
+	Behind            bool
 }
 
 // Status returns this node's view of the cluster.
 func (n *Node) Status() Status {
+	p := n.Progress()
 	st := Status{
-		ID:           n.cfg.ID,
-		ClusterID:    n.ClusterID(),
-		State:        stateName(n.raft.State()),
-		Term:         n.raft.CurrentTerm(),
-		AppliedIndex: n.raft.AppliedIndex(),
-		CommitIndex:  n.raft.CommitIndex(),
-		LastIndex:    n.raft.LastIndex(),
-		MinTTL:       n.limits.MinTTL,
-		CatchingUp:   n.CatchingUp(),
-		CatchUpIndex: n.CatchUpIndex(),
+		ID:                n.cfg.ID,
+		ClusterID:         n.ClusterID(),
+		State:             stateName(n.raft.State()),
+		Term:              n.raft.CurrentTerm(),
+		AppliedIndex:      p.Applied,
+		CommitIndex:       n.raft.CommitIndex(),
+		LastIndex:         n.raft.LastIndex(),
+		MinTTL:            n.limits.MinTTL,
+		CatchingUp:        n.CatchingUp(),
+		CatchUpIndex:      n.CatchUpIndex(),
+		LeaderCommitIndex: p.LeaderCommit,
+		Behind:            p.Behind,
 	}
 	if st.State == "leader" && !n.IsLeader() {
 		st.State = "leader (taking over)"
@@ -88,12 +96,15 @@ func (n *Node) Status() Status {
 	st.Leases = n.fsm.st.Live()
 	st.Stored = n.fsm.st.Len()
 	st.LastToken = n.fsm.st.LastToken()
-	st.LeaderAPI = n.fsm.members[st.LeaderID]
-	members := make(map[string]string, len(n.fsm.members))
+	members := make(map[string]string, len(n.fsm.members)+len(n.hints))
+	for k, v := range n.hints {
+		members[k] = v
+	}
 	for k, v := range n.fsm.members {
 		members[k] = v
 	}
 	n.fsm.mu.RUnlock()
+	st.LeaderAPI = members[st.LeaderID]
 	isLeader := n.raft.State() == raft.Leader
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
@@ -306,12 +317,22 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) (string, error
 		if s.Suffrage != raft.Voter {
 			return "", fmt.Errorf("%w: %s is a non-voter and cannot lead (it becomes a voter once it has caught up)", ErrNotVoter, id)
 		}
+		if err := n.awaitCaughtUp(ctx, id); err != nil {
+			return "", err
+		}
 		n.noteTransfer()
 		f = n.raft.LeadershipTransferToServer(s.ID, s.Address)
 	}
 	err := f.Error()
 	n.noteTransfer()
 	if err != nil {
+		if id != "" && n.IsLeader() {
+			// raft gives the target one election timeout to take over,
+			// and a target that fell behind meanwhile needs longer.
+			if berr := n.peerBehind(ctx, id); berr != nil {
+				return "", berr
+			}
+		}
 		return "", mapRaftError(err)
 	}
 	// The transfer is done once raft here has stepped down, which is
@@ -336,6 +357,56 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) (string, error
 			return "", nil
 		}
 	}
+}
+
+// awaitCaughtUp waits, for at most half of what is left of ctx's time (at
+// most ApplyTimeout), until the member id has applied (nearly) all that
+// this leader committed (see behind.go): a member that is catching up
+// would take over only once it has, if raft gave it that long, which it
+// does not. It returns a *BehindError if id is still behind. Without
+// Config.PeerProgress it does not wait.
+func (n *Node) awaitCaughtUp(ctx context.Context, id string) error {
+	if n.cfg.PeerProgress == nil {
+		return nil
+	}
+	deadline := time.Now().Add(n.timeout(ctx) / 2)
+	tick := time.NewTicker(max(n.cfg.HeartbeatTimeout/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		err := n.peerBehind(ctx, id)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return err
+		case <-n.closing:
+			return err
+		}
+	}
+}
+
+// peerBehind returns a *BehindError if the member id has not applied
+// (nearly) all that this leader committed, as its own status says, or if
+// it says it is behind. A member that does not answer is not reported:
+// raft's transfer finds out.
+func (n *Node) peerBehind(ctx context.Context, id string) error {
+	addr, ok := n.fsm.member(id)
+	if n.cfg.PeerProgress == nil || !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(n.cfg.HeartbeatTimeout, 100*time.Millisecond))
+	defer cancel()
+	p, err := n.cfg.PeerProgress(ctx, addr)
+	if err != nil {
+		return nil
+	}
+	commit := n.raft.CommitIndex()
+	if p.Behind || p.Applied+catchUpSlack < commit {
+		return &BehindError{ID: id, Applied: p.Applied, OfIndex: commit}
+	}
+	return nil
 }
 
 // applyMember records m in the log and returns the index of its entry.

@@ -83,6 +83,11 @@ type Config struct {
 	// node acknowledged. Only the fault harness sets it, as a negative
 	// control. Default false.
 	FaultSkipFsync bool
+	// FaultBeforeAppend, if set, runs on this node before raft stores
+	// entries a leader sent (one AppendEntries request: the first and last
+	// index), and may block: tests hold a member's catch-up back with it.
+	// Heartbeats pass while it blocks. Only tests set it. Default nil.
+	FaultBeforeAppend func(first, last uint64)
 	// PeerProgress returns how far the node whose client API is at
 	// apiAddr has come, as it says itself. The promoter uses it to decide
 	// when a non-voter has caught up: it has applied (nearly) all of the
@@ -172,4 +177,7 @@ type PeerProgress struct {
 	// state it can vouch for and its log has not reached its catch-up
 	// index.
 	CatchingUp bool
+	// Behind is set while it has not applied what its leader committed
+	// (Status.Behind).
+	Behind bool
 }

@@ -65,6 +65,9 @@ type fsm struct {
 	// is learnt from the log or a snapshot.
 	clusterID string
 	onCluster func(id string)
+	// onMembers, if set, is called under mu with the members after they
+	// changed.
+	onMembers func(members map[string]string)
 }
 
 func newFSM() *fsm {
@@ -136,10 +139,16 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if err := json.Unmarshal(l.Data[1:], &m); err != nil {
 			return &applyResult{err: fmt.Errorf("node: entry %d: %w", l.Index, err)}
 		}
+		if old, ok := f.members[m.ID]; ok == (m.APIAddr != "") && old == m.APIAddr {
+			return &applyResult{}
+		}
 		if m.APIAddr == "" {
 			delete(f.members, m.ID)
 		} else {
 			f.members[m.ID] = m.APIAddr
+		}
+		if f.onMembers != nil {
+			f.onMembers(f.members)
 		}
 		return &applyResult{}
 	}
@@ -222,6 +231,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.act.reset(f.applied, st.Now())
 	if f.clusterID != "" && f.onCluster != nil {
 		f.onCluster(f.clusterID)
+	}
+	if f.onMembers != nil {
+		f.onMembers(f.members)
 	}
 	if f.onRestore != nil {
 		f.onRestore()

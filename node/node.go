@@ -101,7 +101,13 @@ type Node struct {
 	catch catchUp
 	// covered is the index of the newest snapshot stored (see
 	// coveredLog).
-	covered   atomic.Uint64
+	covered atomic.Uint64
+	// prog is what this node learnt of its leader's commit index; hints
+	// are the members' API addresses as its last run applied them, kept
+	// in hintStore (nil in memory). See behind.go.
+	prog      progress
+	hints     map[string]string
+	hintStore hintStore
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 }
@@ -134,6 +140,7 @@ func New(cfg Config) (*Node, error) {
 	n.fsm.onApply = n.onApply
 	n.fsm.onRestore = n.onRestore
 	n.fsm.onCluster = n.onClusterID
+	n.fsm.onMembers = n.saveHints
 	if err := n.open(); err != nil {
 		n.closeStores()
 		return nil, err
@@ -207,7 +214,8 @@ func (n *Node) open() error {
 			return t.Close()
 		})
 	}
-	if g := newVoteGate(n.trans, n.mayVote); g != nil {
+	tap := &commitTap{saw: n.prog.saw, beforeAppend: cfg.FaultBeforeAppend, stop: n.raftDown}
+	if g := newVoteGate(n.trans, n.mayVote, tap); g != nil {
 		n.trans = g
 	}
 	if cfg.ID == "" {
@@ -246,6 +254,8 @@ func (n *Node) open() error {
 			return n.dir.accessOr(fileRaftDB, err, &DataDirError{Dir: cfg.DataDir, File: fileRaftDB, Problem: "cannot be opened: " + err.Error()})
 		}
 		n.closer = append(n.closer, bolt.Close)
+		n.hintStore = bolt
+		n.hints = readHints(bolt)
 		// The log goes to segment files with one fdatasync per append (a
 		// leader's in the background: see synced.go);
 		// raft.db keeps raft's term and vote, which change only at
@@ -417,7 +427,7 @@ func (n *Node) Leader() (id, apiAddr string, err error) {
 	if lid == "" {
 		return "", "", ErrNoLeader
 	}
-	addr, ok := n.fsm.member(string(lid))
+	addr, ok := n.memberAPI(string(lid))
 	if !ok {
 		return string(lid), "", fmt.Errorf("%w: leader %s has not published its API address yet", ErrNoLeader, lid)
 	}

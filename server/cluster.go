@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -16,10 +17,26 @@ import (
 type clusterService struct{ s *Server }
 
 // Status is answered by the node that receives it, so every member can be
-// asked for its own view.
+// asked for its own view. Only the members are the leader's when this
+// node is behind (catching up): what it has applied may not name them
+// yet, or not all, and only the leader knows when it last heard from each.
 func (c *clusterService) Status(ctx context.Context, req *connect.Request[tenurev1.StatusRequest]) (*connect.Response[tenurev1.StatusResponse], error) {
-	return connect.NewResponse(statusToProto(c.s.node.Status())), nil
+	st := c.s.node.Status()
+	out := statusToProto(st)
+	if st.Behind && st.LeaderAPI != "" && st.LeaderID != st.ID && req.Header().Get(forwardedHeader) == "" {
+		ctx, cancel := context.WithTimeout(ctx, leaderMembersTimeout)
+		defer cancel()
+		res, err := c.s.fwd.clients(st.LeaderAPI).cluster.Status(ctx, outgoing(ctx, c.s, req))
+		if err == nil && res.Msg.GetNodeId() == st.LeaderID {
+			out.Members, out.MembersFrom = res.Msg.GetMembers(), st.LeaderID
+		}
+	}
+	return connect.NewResponse(out), nil
 }
+
+// leaderMembersTimeout bounds the question a node that is behind asks
+// the leader for the members; without an answer it shows its own view.
+const leaderMembersTimeout = time.Second
 
 func statusToProto(st node.Status) *tenurev1.StatusResponse {
 	out := &tenurev1.StatusResponse{
@@ -39,6 +56,9 @@ func statusToProto(st node.Status) *tenurev1.StatusResponse {
 		ClusterId:     st.ClusterID,
 		CatchingUp:    st.CatchingUp,
 		CatchUpIndex:  st.CatchUpIndex,
+
+		LeaderCommitIndex: st.LeaderCommitIndex,
+		Behind:            st.Behind,
 	}
 	for _, m := range st.Members {
 		suffrage := "nonvoter"

@@ -26,10 +26,9 @@ var serviceNames = []string{
 }
 
 // healthChecker answers gRPC health checks: SERVING while this node can
-// serve requests (it leads, or knows a leader to forward to), NOT_SERVING
-// otherwise. The whole server ("") and each service answer alike; the
-// ClusterService's Status is answered without a leader, but the rest of
-// it needs one too.
+// serve requests (see readiness), NOT_SERVING otherwise. The whole server
+// ("") and each service answer alike; the ClusterService's Status is
+// answered without a leader, but the rest of it needs one too.
 type healthChecker struct{ s *Server }
 
 func (h healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
@@ -51,14 +50,35 @@ func knownService(name string) bool {
 	return false
 }
 
-// ready reports whether this node can serve requests: it leads, or it
-// knows the leader's API address.
+// ready reports whether this node can serve requests (see readiness).
 func (s *Server) ready() bool {
+	ok, _ := s.readiness()
+	return ok
+}
+
+// readiness reports whether this node can serve requests, and says why
+// or why not: it leads (and has taken over), or it follows a leader whose
+// API address it knows and has applied what that leader committed (see
+// node.Progress: a node catching up after a restart or an outage knows
+// old leases and tokens, or none).
+func (s *Server) readiness() (bool, string) {
 	if s.node.IsLeader() {
-		return true
+		return true, "leader"
 	}
-	_, _, err := s.node.Leader()
-	return err == nil
+	id, _, err := s.node.Leader()
+	switch {
+	case id == "":
+		return false, "no leader"
+	case id == s.node.ID():
+		return false, "taking over as leader"
+	}
+	if p := s.node.Progress(); p.Behind {
+		return false, fmt.Sprintf("catching up: applied %d of %d (leader %s)", p.Applied, p.LeaderCommit, id)
+	}
+	if err != nil {
+		return false, fmt.Sprintf("the API address of the leader %s is not known yet", id)
+	}
+	return true, "following " + id
 }
 
 // mountOps adds the gRPC health service and server reflection (v1 and

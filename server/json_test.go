@@ -45,7 +45,7 @@ func TestJSONFieldNames(t *testing.T) {
 		t.Fatalf("acquire: %d %v", code, acq)
 	}
 	// 64-bit numbers are strings in protobuf's JSON; the CLI prints them as
-	// numbers (docs/api.md).
+	// numbers (docs/cli.md).
 	if _, ok := l["token"].(string); !ok {
 		t.Fatalf("token is %T, want protobuf JSON's string", l["token"])
 	}
@@ -75,4 +75,22 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestJSONIsCompact: the API's JSON has no spaces between its tokens, as
+// the docs show it, whatever the build (protobuf's JSON adds some at
+// random, differently in each binary); spaces inside strings stay.
+func TestJSONIsCompact(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Config{MinTTL: time.Second})
+	res, err := http.Post("http://"+c.Leader().Addr+"/tenure.v1.LeaseService/Acquire", "application/json",
+		strings.NewReader(`{"name":"a, b: c","holder":"h","ttl":"5s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	want := `{"lease":{"name":"a, b: c","holder":"h","token":"1","ttl":"5s","remaining":"5s"}}`
+	if res.StatusCode != http.StatusOK || string(body) != want {
+		t.Fatalf("acquire answered %s %s, want %s", res.Status, body, want)
+	}
 }

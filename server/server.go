@@ -32,6 +32,7 @@ type Node interface {
 	Acquire(ctx context.Context, op lease.Op) (lease.Result, error)
 	Watch(prefix string) (*node.Watch, error)
 	Status() node.Status
+	Progress() node.Progress
 	Join(ctx context.Context, req node.JoinRequest) (catchUpIndex uint64, err error)
 	Leave(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) (string, error)
@@ -201,15 +202,12 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 const maxConcurrentStreams = 256
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	if s.node.IsLeader() {
-		w.Write([]byte("ok: leader\n"))
+	ok, why := s.readiness()
+	if ok {
+		w.Write([]byte("ok: " + why + "\n"))
 		return
 	}
-	if id, _, err := s.node.Leader(); err == nil {
-		w.Write([]byte("ok: following " + id + "\n"))
-		return
-	}
-	http.Error(w, "not ready: no leader", http.StatusServiceUnavailable)
+	http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 }
 
 // toConnect maps an error from the node or the state machine to a Connect
@@ -224,6 +222,9 @@ func toConnect(err error) error {
 		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, node.ErrLastVoter), errors.Is(err, node.ErrNotVoter):
 		return connect.NewError(connect.CodeInvalidArgument, err)
+	case isBehind(err):
+		// Not now: once the member has caught up.
+		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, node.ErrCannotWrite):
 		// Not applied; said as it is, not retried by clients on the other
 		// members, whose disks are likely as full.
@@ -233,6 +234,11 @@ func toConnect(err error) error {
 		return connect.NewError(connect.CodeUnavailable, err)
 	}
 	return wire.ToConnectError(err)
+}
+
+func isBehind(err error) bool {
+	_, ok := errors.AsType[*node.BehindError](err)
+	return ok
 }
 
 func invalid(err error) error {

@@ -31,21 +31,25 @@ Commands:
   member list                  members, leader, last contact, reachability
   member remove ID             remove a member from the cluster
   leader transfer [ID]         hand leadership to ID (or any other voter)
-  snapshot save FILE           back up the cluster's state to FILE
+  snapshot save FILE [--timeout 10m]   back up the cluster's state to FILE
   kv put KEY VALUE --lease NAME --token T
   kv get KEY [--print-value-only]
   kv list [PREFIX] [--keys-only]
   kv delete KEY --lease NAME --token T
-  run NAME [--ttl 10s] [--limit N] [--kill-after D] -- CMD [ARGS...]   run CMD holding the lease
-  elect NAME [PROPOSAL]        campaign; print the token when leading
+  run NAME [--holder H] [--ttl 10s] [--limit N] [--kill-after D] [--verbose] -- CMD [ARGS...]
+                               run CMD holding the lease
+  elect NAME [PROPOSAL] [--ttl 10s]   campaign; print the token when leading
   elect --listen NAME          print each new leader
   completion bash|zsh|fish     shell completion script
-  demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--postgres URL]
-                         see fencing at work
+  demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--ui] [--postgres URL] [--verbose]
+                               see fencing at work (--ui: on a live dashboard too)
   fence install --postgres URL [--schema S]   install tenure_fence in Postgres
   fence install --mysql DSN                   install tenure_fence in MySQL or MariaDB
-  certs init DIR --members n1,n2,n3 [--hosts H,...]   make a CA and certificates
+  certs init DIR --members n1,n2,n3 [--hosts H,...] [--clients NAME,...]
+                               make a CA and certificates
   auth token NAME --file FILE [--role hold:PREFIX] ...  make a bearer token
+  auth list --file FILE        principals, roles and token IDs of an auth file
+  auth revoke TOKEN-ID --file FILE   remove a token from an auth file
 
 Global flags (before or after the command):
   --endpoints ADDRS      comma-separated API addresses (env TENURE_ENDPOINTS,

@@ -91,11 +91,11 @@ func (a *app) memberList(ctx context.Context, args []string) error {
 			return err
 		}
 		// The leader knows every member's last contact; a follower only
-		// its leader's.
-		if st.State != "leader" && st.LeaderAddress != "" {
-			if lst, err := a.statusOf(ctx, st.LeaderAddress); err == nil && lst.State == "leader" {
-				st = lst
-			}
+		// its leader's, and one that is catching up may not know the
+		// members' API addresses yet. Ask the leader, found through the
+		// follower or else among the other endpoints.
+		if st.State != "leader" {
+			st = a.leaderStatus(ctx, st)
 		}
 		reachable := a.probe(ctx, st.Members)
 		out := a.out()
@@ -162,6 +162,25 @@ func (a *app) statusOf(ctx context.Context, addr string) (client.Status, error) 
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	return cl.Status(ctx)
+}
+
+// leaderStatus returns the leader's own status if the leader answers:
+// at the address st names, or else at one of the other endpoints. It
+// returns st if none does.
+func (a *app) leaderStatus(ctx context.Context, st client.Status) client.Status {
+	addrs := []string{st.LeaderAddress}
+	if st.LeaderAddress == "" {
+		addrs = a.g.endpointList()
+	}
+	for _, addr := range addrs {
+		if addr == "" || addr == st.Endpoint {
+			continue
+		}
+		if lst, err := a.statusOf(ctx, addr); err == nil && lst.State == "leader" && lst.ClusterID == st.ClusterID {
+			return lst
+		}
+	}
+	return st
 }
 
 // probe reports, for each member, whether its API answers a status

@@ -20,24 +20,29 @@ type memberJSON struct {
 // statusJSON is the status in -o json, with the field names of the API's
 // StatusResponse.
 type statusJSON struct {
-	Endpoint      string       `json:"endpoint"`
-	NodeID        string       `json:"node_id"`
-	State         string       `json:"state"`
-	LeaderID      string       `json:"leader_id"`
-	LeaderAddress string       `json:"leader_address"`
-	Term          uint64       `json:"term"`
-	AppliedIndex  uint64       `json:"applied_index"`
-	CommitIndex   uint64       `json:"commit_index"`
-	LastIndex     uint64       `json:"last_index"`
-	ClusterTime   string       `json:"cluster_time"`
-	MinTTL        string       `json:"min_ttl"`
-	Leases        uint64       `json:"leases"`
-	LeasesStored  uint64       `json:"leases_stored"`
-	LastToken     uint64       `json:"last_token"`
-	ClusterID     string       `json:"cluster_id"`
-	CatchingUp    bool         `json:"catching_up,omitempty"`
-	CatchUpIndex  uint64       `json:"catch_up_index,omitempty"`
-	Members       []memberJSON `json:"members"`
+	Endpoint      string `json:"endpoint"`
+	NodeID        string `json:"node_id"`
+	State         string `json:"state"`
+	LeaderID      string `json:"leader_id"`
+	LeaderAddress string `json:"leader_address"`
+	Term          uint64 `json:"term"`
+	AppliedIndex  uint64 `json:"applied_index"`
+	CommitIndex   uint64 `json:"commit_index"`
+	LastIndex     uint64 `json:"last_index"`
+	ClusterTime   string `json:"cluster_time"`
+	MinTTL        string `json:"min_ttl"`
+	Leases        uint64 `json:"leases"`
+	LeasesStored  uint64 `json:"leases_stored"`
+	LastToken     uint64 `json:"last_token"`
+	ClusterID     string `json:"cluster_id"`
+	CatchingUp    bool   `json:"catching_up,omitempty"`
+	CatchUpIndex  uint64 `json:"catch_up_index,omitempty"`
+	// LeaderCommitIndex is the leader's commit index as the node knows
+	// it; Behind says the node is catching up to it.
+	LeaderCommitIndex uint64       `json:"leader_commit_index"`
+	Behind            bool         `json:"behind,omitempty"`
+	MembersFrom       string       `json:"members_from,omitempty"`
+	Members           []memberJSON `json:"members"`
 }
 
 func (a *app) status(ctx context.Context, args []string) error {
@@ -59,6 +64,7 @@ func (a *app) status(ctx context.Context, args []string) error {
 			ClusterTime: fmtDuration(st.ClusterTime), MinTTL: fmtDuration(st.MinTTL),
 			Leases: st.Leases, LeasesStored: st.LeasesStored, LastToken: st.LastToken, ClusterID: st.ClusterID,
 			CatchingUp: st.CatchingUp, CatchUpIndex: st.CatchUpIndex,
+			LeaderCommitIndex: st.LeaderCommitIndex, Behind: st.Behind, MembersFrom: st.MembersFrom,
 			Members: []memberJSON{},
 		}
 		for _, m := range st.Members {
@@ -71,15 +77,21 @@ func (a *app) status(ctx context.Context, args []string) error {
 	})
 }
 
-// stateText is the node's raft state, and whether it is catching up.
+// stateText is the node's raft state, and whether it is catching up:
+// behind its leader, or not voting since it joined with no raft state.
 func stateText(st client.Status) string {
+	s := st.State
+	if st.Behind {
+		s += fmt.Sprintf(", catching up: applied %d of %d", st.AppliedIndex, st.LeaderCommitIndex)
+	}
 	switch {
 	case !st.CatchingUp:
-		return st.State
 	case st.CatchUpIndex == 0:
-		return st.State + ", catching up (not voting; its join has not been answered)"
+		s += ", not voting (its join has not been answered)"
+	default:
+		s += fmt.Sprintf(", not voting until its log reaches index %d", st.CatchUpIndex)
 	}
-	return fmt.Sprintf("%s, catching up (not voting until its log reaches index %d)", st.State, st.CatchUpIndex)
+	return s
 }
 
 func statusText(st client.Status) string {
@@ -104,6 +116,7 @@ func statusText(st client.Status) string {
 		{"term", fmt.Sprint(st.Term)},
 		{"applied index", fmt.Sprint(st.AppliedIndex)},
 		{"commit index", fmt.Sprint(st.CommitIndex)},
+		{"leader commit", fmt.Sprint(st.LeaderCommitIndex)},
 		{"last index", fmt.Sprint(st.LastIndex)},
 		{"cluster time", fmtDuration(st.ClusterTime)},
 		{"min ttl", fmtDuration(st.MinTTL)},
@@ -115,6 +128,9 @@ func statusText(st client.Status) string {
 	}
 	w.Flush()
 	b.WriteString("\n")
+	if st.MembersFrom != "" {
+		fmt.Fprintf(&b, "members as the leader %s sees them:\n", st.MembersFrom)
+	}
 	w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "MEMBER\tSUFFRAGE\tRAFT ADDRESS\tAPI ADDRESS\tLEADER")
 	for _, m := range st.Members {
@@ -132,8 +148,11 @@ func statusText(st client.Status) string {
 // leader: it is what the node has applied, which may trail the leader by
 // the grants of the last moments.
 func asOf(st client.Status) string {
-	if st.State == "leader" {
+	switch {
+	case st.State == "leader":
 		return ""
+	case st.Behind:
+		return fmt.Sprintf(" (as of applied index %d on this %s, which is catching up: the leader is ahead)", st.AppliedIndex, st.State)
 	}
 	return fmt.Sprintf(" (as of applied index %d on this %s; the leader may be ahead)", st.AppliedIndex, st.State)
 }

@@ -25,6 +25,15 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 	var help strings.Builder
 	fs := newFlagSet(&options{}, &help)
 	fs.Usage()
+	// And the table names no flag that tenured does not have.
+	for _, row := range table {
+		first, _, _ := strings.Cut(strings.TrimPrefix(row, "| "), " |")
+		for _, m := range regexp.MustCompile("`--([a-z][a-z-]*)").FindAllStringSubmatch(first, -1) {
+			if fs.Lookup(m[1]) == nil {
+				t.Errorf("the README's flag table has --%s, which tenured does not have", m[1])
+			}
+		}
+	}
 	fs.VisitAll(func(f *flag.Flag) {
 		if !regexp.MustCompile(`(?m)^\s*--?` + regexp.QuoteMeta(f.Name) + `\b`).MatchString(help.String()) {
 			return // hidden: fault injection

@@ -214,9 +214,19 @@ func newLogger(o *options, w io.Writer) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, hopts)), nil
 	case "json":
+		hopts.ReplaceAttr = durationText
 		return slog.New(slog.NewJSONHandler(w, hopts)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
+}
+
+// durationText writes a duration in JSON logs as the text logs do, "2s":
+// slog's JSON handler writes nanoseconds (2000000000).
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // run runs tenured until ctx ends and returns its exit code. Flags not
@@ -553,5 +563,5 @@ func peerProgress(ctx context.Context, sec *security, addr string) (node.PeerPro
 	}
 	defer c.Close()
 	st, err := c.Status(ctx)
-	return node.PeerProgress{Applied: st.AppliedIndex, CatchingUp: st.CatchingUp}, err
+	return node.PeerProgress{Applied: st.AppliedIndex, CatchingUp: st.CatchingUp, Behind: st.Behind}, err
 }

@@ -59,7 +59,7 @@ func runUntilLeading(t *testing.T, args ...string) string {
 		code <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0"}, args...), io.Discard, &out, noEnv)
 	}()
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(out.String(), "msg=leading") {
+	for !strings.Contains(out.String(), "msg=leading") && !strings.Contains(out.String(), `"msg":"leading"`) {
 		if time.Now().After(deadline) {
 			cancel()
 			<-code

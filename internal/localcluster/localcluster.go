@@ -527,5 +527,5 @@ func (c *Cluster) peerProgress(_ context.Context, apiAddr string) (node.PeerProg
 		return node.PeerProgress{}, fmt.Errorf("localcluster: no running member has API address %s", apiAddr)
 	}
 	st := n.Status()
-	return node.PeerProgress{Applied: st.AppliedIndex, CatchingUp: st.CatchingUp}, nil
+	return node.PeerProgress{Applied: st.AppliedIndex, CatchingUp: st.CatchingUp, Behind: st.Behind}, nil
 }

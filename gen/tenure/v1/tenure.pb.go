@@ -2286,8 +2286,21 @@ type StatusResponse struct {
 	// it could vouch for (a new data directory): it neither votes nor
 	// stands for election until its log reaches this index. 0 otherwise
 	// (and while the index is not known yet, catching_up says so).
-	CatchUpIndex  uint64 `protobuf:"varint,16,opt,name=catch_up_index,json=catchUpIndex,proto3" json:"catch_up_index,omitempty"`
-	CatchingUp    bool   `protobuf:"varint,17,opt,name=catching_up,json=catchingUp,proto3" json:"catching_up,omitempty"`
+	CatchUpIndex uint64 `protobuf:"varint,16,opt,name=catch_up_index,json=catchUpIndex,proto3" json:"catch_up_index,omitempty"`
+	CatchingUp   bool   `protobuf:"varint,17,opt,name=catching_up,json=catchingUp,proto3" json:"catching_up,omitempty"`
+	// The leader's commit index as this node knows it: on the leader its
+	// own; on a follower the highest one a leader has sent it, or, before
+	// any leader has sent one since this node started, the last index of
+	// this node's own log.
+	LeaderCommitIndex uint64 `protobuf:"varint,18,opt,name=leader_commit_index,json=leaderCommitIndex,proto3" json:"leader_commit_index,omitempty"`
+	// Set while this node follows a leader but has not applied what that
+	// leader has committed: it is catching up (applied_index of
+	// leader_commit_index), after a restart, an outage or a partition, and
+	// is not ready (/readyz answers 503) until it has.
+	Behind bool `protobuf:"varint,19,opt,name=behind,proto3" json:"behind,omitempty"`
+	// Whose view members is: empty for this node's own; the leader's ID
+	// when this node is behind and the leader answered for the members.
+	MembersFrom   string `protobuf:"bytes,20,opt,name=members_from,json=membersFrom,proto3" json:"members_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2439,6 +2452,27 @@ func (x *StatusResponse) GetCatchingUp() bool {
 		return x.CatchingUp
 	}
 	return false
+}
+
+func (x *StatusResponse) GetLeaderCommitIndex() uint64 {
+	if x != nil {
+		return x.LeaderCommitIndex
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetBehind() bool {
+	if x != nil {
+		return x.Behind
+	}
+	return false
+}
+
+func (x *StatusResponse) GetMembersFrom() string {
+	if x != nil {
+		return x.MembersFrom
+	}
+	return ""
 }
 
 type JoinRequest struct {
@@ -2994,7 +3028,7 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12<\n" +
 	"\flast_contact\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vlastContact\"\x0f\n" +
-	"\rStatusRequest\"\xdf\x04\n" +
+	"\rStatusRequest\"\xca\x05\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -3017,7 +3051,10 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\rleases_stored\x18\x0f \x01(\x04R\fleasesStored\x12$\n" +
 	"\x0ecatch_up_index\x18\x10 \x01(\x04R\fcatchUpIndex\x12\x1f\n" +
 	"\vcatching_up\x18\x11 \x01(\bR\n" +
-	"catchingUp\"\xaa\x01\n" +
+	"catchingUp\x12.\n" +
+	"\x13leader_commit_index\x18\x12 \x01(\x04R\x11leaderCommitIndex\x12\x16\n" +
+	"\x06behind\x18\x13 \x01(\bR\x06behind\x12!\n" +
+	"\fmembers_from\x18\x14 \x01(\tR\vmembersFrom\"\xaa\x01\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
