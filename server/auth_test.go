@@ -126,7 +126,10 @@ func startSecure(t *testing.T) *secureCluster {
 	pool.AddCert(s.clientCA.Cert)
 	members := map[string]*tlsconfig.Issued{}
 	s.c = testcluster.Start(t, testcluster.Config{
-		Size: 3, ElectionTimeout: 300 * time.Millisecond, MinTTL: time.Second,
+		// Calm raft timing: these tests are about who may do what, and
+		// an election under load (TLS on every hop) would answer some
+		// of their calls "unavailable" instead.
+		Size: 3, ElectionTimeout: time.Second, MinTTL: 2 * time.Second,
 		APITLS: func(id string) *tls.Config {
 			if members[id] == nil {
 				members[id] = mustIssue(t, s.ca, tlsconfig.Template{CommonName: id, Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
