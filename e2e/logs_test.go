@@ -12,7 +12,10 @@ func TestCleanLogsOnJoinAndShutdown(t *testing.T) {
 	for _, order := range []string{"leader first", "leader last"} {
 		t.Run(order, func(t *testing.T) {
 			// raft's info lines too, to see them pass through slog.
-			ns := startThree(t, "--log-format", "json", "--raft-log-level", "info")
+			// Calm raft timing: a loaded machine must not turn the
+			// normal join and shutdown into an election (which is
+			// rightly logged at WARN).
+			ns := startThree(t, "--log-format", "json", "--raft-log-level", "info", "--election-timeout", "1s")
 			all := ns[0].api + "," + ns[1].api + "," + ns[2].api
 			acquireJSON(t, all, "jobs/x", "--holder", "a", "--ttl", "5s")
 			st := waitVoters(t, all, 3)
