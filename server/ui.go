@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	dto "github.com/prometheus/client_model/go"
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
@@ -33,6 +34,7 @@ type uiNode interface {
 	Waiters(prefix string) map[string][]string
 	SubscribeActivity() (<-chan struct{}, func())
 	AppliedOps() (uint64, time.Duration)
+	ApplyLatency(*dto.Metric) error
 }
 
 var _ uiNode = (*node.Node)(nil)
@@ -70,7 +72,6 @@ func (s *Server) uiHandler(perm string, h http.Handler) http.Handler {
 			http.Error(w, msg, status)
 			return
 		}
-		s.sampler.start()
 		w.Header().Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)
 	})
@@ -95,11 +96,13 @@ func (s *Server) uiAuthorize(r *http.Request, perm string) error {
 
 func (s *Server) mountUI(mux *http.ServeMux) {
 	ops := func() uint64 { return 0 }
+	var latency func(*dto.Metric) error
 	if n, ok := s.node.(uiNode); ok {
 		s.ui = n
 		ops = func() uint64 { n, _ := s.ui.AppliedOps(); return n }
+		latency = n.ApplyLatency
 	}
-	s.sampler = newSampler(s.reg, ops)
+	s.sampler = newSampler(ops, s.metrics.served.Load, latency) // started by New
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("GET /ui/", http.StripPrefix("/ui", ui.Handler()))
 	mux.Handle("GET /ui/api/state", s.uiHandler(PermRead, http.HandlerFunc(s.uiState)))
