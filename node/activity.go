@@ -54,7 +54,11 @@ type Activity struct {
 	// Index is the raft index of the entry that did it.
 	Index uint64
 	// At is the cluster time of that entry.
-	At   time.Duration
+	At time.Duration
+	// Wall is when the leader appended the entry, by its wall clock
+	// (raft.Log.AppendedAt), for people to read; zero if unknown. Only
+	// the dashboard reads it: no decision depends on a wall clock.
+	Wall time.Time
 	Kind ActivityKind
 	// Name is the lease, Holder its holder (grants, releases, expiries)
 	// and Token the grant's token, or the token a write carried.
@@ -77,6 +81,9 @@ type Term struct {
 	// End is zero while the grant is held; Ended then is zero too.
 	End   time.Duration
 	Ended ActivityKind // ActivityReleased or ActivityExpired
+	// StartWall and EndWall are Start and End by the wall clock of the
+	// leader that appended them (see Activity.Wall); zero if unknown.
+	StartWall, EndWall time.Time
 	// Writes counts the fenced writes accepted with this term's token.
 	Writes int
 }
@@ -84,6 +91,7 @@ type Term struct {
 // StaleWrite is a write to a name's lease refused for its token.
 type StaleWrite struct {
 	At    time.Duration
+	Wall  time.Time // see Activity.Wall
 	Token uint64
 	Key   string
 	// Current is the token of the name's first live grant when the write
@@ -109,10 +117,19 @@ type RenewalCount struct {
 	Count  uint64
 }
 
+// Renewal is one applied renewal of a grant, with its new expiry (cluster
+// time).
+type Renewal struct {
+	Name      string
+	Token     uint64
+	ExpiresAt time.Duration
+}
+
 // The bounds of the activity log: the ring of recent activity, how many
-// names have a history and how long each is, and how many seconds of
-// renewal counts are kept.
+// names have a history and how long each is, how many seconds of renewal
+// counts are kept, and how many renewals one by one.
 const (
+	renewalRingSize  = 4096
 	activityRingSize = 10000
 	historyNames     = 4096
 	historyTerms     = 32
@@ -141,6 +158,10 @@ type activityLog struct {
 	first int      // order[first:] are the names still kept
 
 	renewals [renewalSeconds]RenewalCount
+	// renewed is a ring of the last renewals (renewedSeq of them so far),
+	// for the dashboard's countdowns.
+	renewed    [renewalRingSize]Renewal
+	renewedSeq uint64
 
 	nsubs atomic.Int32
 	mu    sync.Mutex
@@ -157,15 +178,16 @@ func (a *activityLog) add(act Activity) {
 	a.ring[(a.seq-1)%activityRingSize] = act
 }
 
-// record notes one applied batch. st is the state after it.
-func (a *activityLog) record(index uint64, st *lease.State, ops []lease.Op, results []lease.Result, events []lease.Event) {
+// record notes one applied batch. st is the state after it; wall is when
+// the leader appended its entry (for display only).
+func (a *activityLog) record(index uint64, wall time.Time, st *lease.State, ops []lease.Op, results []lease.Result, events []lease.Event) {
 	now := st.Now()
 	a.ops += uint64(len(ops))
 	recorded := a.seq
 	for _, ev := range events {
 		kind := ActivityKind(ev.Type) // granted, released, expired share their numbers
-		a.add(Activity{Index: index, At: now, Kind: kind, Name: ev.Lease.Name, Holder: ev.Lease.Holder, Token: ev.Lease.Token})
-		a.term(ev, now)
+		a.add(Activity{Index: index, At: now, Wall: wall, Kind: kind, Name: ev.Lease.Name, Holder: ev.Lease.Holder, Token: ev.Lease.Token})
+		a.term(ev, now, wall)
 	}
 	var renewed uint64
 	for i := range ops {
@@ -175,17 +197,19 @@ func (a *activityLog) record(index uint64, st *lease.State, ops []lease.Op, resu
 		}
 		switch op.Type {
 		case lease.OpRenew:
-			for _, r := range res.Renewed {
-				if r.Err == nil {
+			for j := range res.Renewed {
+				if r := &res.Renewed[j]; r.Err == nil {
 					renewed++
+					a.renewal(&r.Lease)
 				}
 			}
 		case lease.OpAcquire:
 			if res.Err == nil && res.Lease.GrantedAt < now {
 				renewed++ // an acquire by the holder renews
+				a.renewal(&res.Lease)
 			}
 		case lease.OpPut, lease.OpDelete:
-			a.write(index, st, now, op, res)
+			a.write(index, st, now, wall, op, res)
 		}
 	}
 	if renewed > 0 {
@@ -201,8 +225,13 @@ func (a *activityLog) record(index uint64, st *lease.State, ops []lease.Op, resu
 	}
 }
 
-func (a *activityLog) write(index uint64, st *lease.State, now time.Duration, op *lease.Op, res *lease.Result) {
-	act := Activity{Index: index, At: now, Kind: ActivityWriteAccepted, Name: op.Name, Token: op.Token, Key: op.Key, Delete: op.Type == lease.OpDelete}
+func (a *activityLog) renewal(l *lease.Lease) {
+	a.renewedSeq++
+	a.renewed[(a.renewedSeq-1)%renewalRingSize] = Renewal{Name: l.Name, Token: l.Token, ExpiresAt: l.ExpiresAt}
+}
+
+func (a *activityLog) write(index uint64, st *lease.State, now time.Duration, wall time.Time, op *lease.Op, res *lease.Result) {
+	act := Activity{Index: index, At: now, Wall: wall, Kind: ActivityWriteAccepted, Name: op.Name, Token: op.Token, Key: op.Key, Delete: op.Type == lease.OpDelete}
 	switch {
 	case res.Err == nil:
 		if h := a.names[op.Name]; h != nil {
@@ -215,7 +244,7 @@ func (a *activityLog) write(index uint64, st *lease.State, now time.Duration, op
 		}
 	case errors.Is(res.Err, lease.ErrStaleToken):
 		act.Kind, act.Err = ActivityWriteRejected, res.Err
-		sw := StaleWrite{At: now, Token: op.Token, Key: op.Key, Reason: res.Err.Error()}
+		sw := StaleWrite{At: now, Wall: wall, Token: op.Token, Key: op.Key, Reason: res.Err.Error()}
 		if l, ok := st.Lease(op.Name); ok && l.ExpiresAt > now {
 			sw.Current = l.Token
 		}
@@ -231,13 +260,13 @@ func (a *activityLog) write(index uint64, st *lease.State, now time.Duration, op
 }
 
 // term updates the history of the event's name.
-func (a *activityLog) term(ev lease.Event, now time.Duration) {
+func (a *activityLog) term(ev lease.Event, now time.Duration, wall time.Time) {
 	if ev.Type == lease.EventGranted {
 		h := a.history(ev.Lease.Name)
 		if len(h.terms) == historyTerms {
 			h.terms = append(h.terms[:0], h.terms[1:]...)
 		}
-		h.terms = append(h.terms, Term{Holder: ev.Lease.Holder, Token: ev.Lease.Token, Start: now})
+		h.terms = append(h.terms, Term{Holder: ev.Lease.Holder, Token: ev.Lease.Token, Start: now, StartWall: wall})
 		return
 	}
 	h := a.names[ev.Lease.Name]
@@ -246,7 +275,7 @@ func (a *activityLog) term(ev lease.Event, now time.Duration) {
 	}
 	for i := len(h.terms) - 1; i >= 0; i-- {
 		if t := &h.terms[i]; t.Token == ev.Lease.Token && t.Ended == 0 {
-			t.End, t.Ended = now, ActivityKind(ev.Type)
+			t.End, t.EndWall, t.Ended = now, wall, ActivityKind(ev.Type)
 			return
 		}
 	}
@@ -279,17 +308,17 @@ func (a *activityLog) history(name string) *nameHistory {
 	return h
 }
 
-// reset notes that the state was replaced by a snapshot.
-func (a *activityLog) reset(index uint64, now time.Duration) {
+// reset notes that the state was replaced by a snapshot, at wall.
+func (a *activityLog) reset(index uint64, now time.Duration, wall time.Time) {
 	if a.seq == 0 {
 		return // a node starting from its snapshot: nothing recorded yet
 	}
-	a.add(Activity{Index: index, At: now, Kind: ActivityReset})
+	a.add(Activity{Index: index, At: now, Wall: wall, Kind: ActivityReset})
 	for _, h := range a.names {
 		h.reset = true
 		for i := range h.terms {
 			if h.terms[i].Ended == 0 {
-				h.terms[i].End, h.terms[i].Ended = now, ActivityReset
+				h.terms[i].End, h.terms[i].EndWall, h.terms[i].Ended = now, wall, ActivityReset
 			}
 		}
 	}
@@ -393,6 +422,49 @@ func sortRenewals(rs []RenewalCount) {
 			rs[j], rs[j-1] = rs[j-1], rs[j]
 		}
 	}
+}
+
+// RenewedSince returns the renewals applied after seq of the grants whose
+// names start with prefix, oldest first, and the seq to ask after next
+// time (ask after math.MaxUint64 for just that). The node keeps the last
+// 4096 renewals: complete is false if some after seq were already
+// dropped, and the caller should then read the leases themselves.
+func (n *Node) RenewedSince(seq uint64, prefix string) (rs []Renewal, next uint64, complete bool) {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	return n.fsm.act.renewedSince(seq, prefix)
+}
+
+func (a *activityLog) renewedSince(seq uint64, prefix string) (rs []Renewal, next uint64, complete bool) {
+	if seq >= a.renewedSeq {
+		return nil, a.renewedSeq, true
+	}
+	from := seq + 1
+	complete = true
+	if a.renewedSeq > renewalRingSize && from <= a.renewedSeq-renewalRingSize {
+		from, complete = a.renewedSeq-renewalRingSize+1, false
+	}
+	for s := from; s <= a.renewedSeq; s++ {
+		if r := &a.renewed[(s-1)%renewalRingSize]; strings.HasPrefix(r.Name, prefix) {
+			rs = append(rs, *r)
+		}
+	}
+	return rs, a.renewedSeq, complete
+}
+
+// LiveLeases returns the grants live at the applied cluster time whose
+// names start with prefix, sorted by name, and that time.
+func (n *Node) LiveLeases(prefix string) ([]lease.Lease, time.Duration) {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	now := n.fsm.st.Now()
+	var out []lease.Lease
+	for _, l := range n.fsm.st.Leases(prefix) {
+		if l.ExpiresAt > now {
+			out = append(out, l)
+		}
+	}
+	return out, now
 }
 
 // Waiters returns the holders queued for each name with the prefix that

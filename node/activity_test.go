@@ -1,16 +1,21 @@
 package node
 
 import (
+	"math"
 	"testing"
 	"time"
 
 	"github.com/tenure-io/tenure/lease"
 )
 
-// applyRecorded applies ops at cluster time now and records the batch.
+// wallBase is the wall-clock time of cluster time 0 in these tests.
+var wallBase = time.Unix(1700000000, 0)
+
+// applyRecorded applies ops at cluster time now and records the batch, as
+// appended at wallBase + now.
 func applyRecorded(st *lease.State, a *activityLog, index uint64, now time.Duration, ops ...lease.Op) []lease.Result {
 	res, events := st.Apply(lease.Batch{Now: now, Ops: ops})
-	a.record(index, st, ops, res, events)
+	a.record(index, wallBase.Add(now), st, ops, res, events)
 	return res
 }
 
@@ -60,6 +65,23 @@ func TestActivityFencingPicture(t *testing.T) {
 	if b := a.renewals[2%renewalSeconds]; b.Second != 2*s || b.Count != 1 {
 		t.Errorf("renewals at 2s = %+v, want 1", b)
 	}
+
+	// Every record carries the wall-clock time of its entry (here the
+	// test's base plus the cluster time), for the dashboard to show.
+	for _, act := range acts {
+		if want := wallBase.Add(act.At); !act.Wall.Equal(want) {
+			t.Errorf("activity %d (%v at %v) has wall time %v, want %v", act.Seq, act.Kind, act.At, act.Wall, want)
+		}
+	}
+	if t0 := h.terms[0]; !t0.StartWall.Equal(wallBase.Add(1*s)) || !t0.EndWall.Equal(wallBase.Add(5*s)) {
+		t.Errorf("first term's wall times = %v to %v, want %v to %v", t0.StartWall, t0.EndWall, wallBase.Add(1*s), wallBase.Add(5*s))
+	}
+	if !h.terms[1].EndWall.IsZero() {
+		t.Errorf("the held term has an end wall time %v", h.terms[1].EndWall)
+	}
+	if w := h.stale[0].Wall; !w.Equal(wallBase.Add(6 * s)) {
+		t.Errorf("stale write's wall time = %v, want %v", w, wallBase.Add(6*s))
+	}
 }
 
 func TestActivityBounded(t *testing.T) {
@@ -86,6 +108,37 @@ func TestActivityBounded(t *testing.T) {
 	}
 }
 
+// The renewals are kept one by one too (the last renewalRingSize), with
+// each grant's new expiry, for the dashboard's countdowns.
+func TestActivityRenewedSince(t *testing.T) {
+	st, a := lease.New(), newActivityLog()
+	s := time.Second
+	applyRecorded(st, a, 1, 1*s, lease.Op{Type: lease.OpAcquire, Name: "jobs/a", Holder: "A", TTL: 10 * s})
+	applyRecorded(st, a, 2, 1*s, lease.Op{Type: lease.OpAcquire, Name: "web/b", Holder: "B", TTL: 10 * s})
+	_, seq, _ := a.renewedSince(math.MaxUint64, "")
+	if seq != 0 {
+		t.Fatalf("after grants alone, seq = %d, want 0", seq)
+	}
+	applyRecorded(st, a, 3, 2*s, lease.Op{Type: lease.OpRenew, Refs: []lease.Ref{{Name: "jobs/a", Token: 1}, {Name: "web/b", Token: 2}}})
+	applyRecorded(st, a, 4, 3*s, lease.Op{Type: lease.OpAcquire, Name: "jobs/a", Holder: "A", TTL: 20 * s}) // the holder again: a renewal
+	rs, next, complete := a.renewedSince(seq, "jobs/")
+	want := []Renewal{{Name: "jobs/a", Token: 1, ExpiresAt: 12 * s}, {Name: "jobs/a", Token: 1, ExpiresAt: 23 * s}}
+	if !complete || next != 3 || len(rs) != len(want) || rs[0] != want[0] || rs[1] != want[1] {
+		t.Fatalf("renewedSince(%d, jobs/) = %+v, %d, %v; want %+v, 3, true", seq, rs, next, complete, want)
+	}
+	if rs, next, _ := a.renewedSince(next, ""); len(rs) != 0 || next != 3 {
+		t.Errorf("nothing new: got %+v, next %d", rs, next)
+	}
+	refs := []lease.Ref{{Name: "web/b", Token: 2}}
+	for i := range renewalRingSize + 10 {
+		applyRecorded(st, a, uint64(5+i), 4*s, lease.Op{Type: lease.OpRenew, Refs: refs})
+	}
+	rs, next, complete = a.renewedSince(3, "")
+	if complete || len(rs) != renewalRingSize || next != 3+renewalRingSize+10 {
+		t.Errorf("after the ring wrapped: %d renewals, next %d, complete %v; want %d, %d, false", len(rs), next, complete, renewalRingSize, 3+renewalRingSize+10)
+	}
+}
+
 // Recording renewals and accepted writes must not allocate: the apply
 // path is hot and nobody may be watching.
 func TestActivityRecordDoesNotAllocate(t *testing.T) {
@@ -96,7 +149,7 @@ func TestActivityRecordDoesNotAllocate(t *testing.T) {
 		{Type: lease.OpRenew, Refs: []lease.Ref{{Name: "n", Token: 1}}},
 	}
 	res, events := st.Apply(lease.Batch{Now: 2 * time.Second, Ops: ops})
-	allocs := testing.AllocsPerRun(100, func() { a.record(2, st, ops, res, events) })
+	allocs := testing.AllocsPerRun(100, func() { a.record(2, time.Time{}, st, ops, res, events) })
 	if allocs != 0 {
 		t.Errorf("record allocated %.1f times per batch, want 0", allocs)
 	}
@@ -116,6 +169,6 @@ func BenchmarkActivityRecord(b *testing.B) {
 	res, events := st.Apply(lease.Batch{Now: 2 * time.Second, Ops: ops})
 	b.ReportAllocs()
 	for b.Loop() {
-		a.record(2, st, ops, res, events)
+		a.record(2, time.Time{}, st, ops, res, events)
 	}
 }

@@ -120,7 +120,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 			b.Now = 0
 		}
 		results, events := f.st.Apply(b)
-		f.act.record(l.Index, f.st, b.Ops, results, events)
+		// The entry's wall-clock time is recorded for people to read
+		// (the dashboard) and decides nothing: the state knows only
+		// cluster time.
+		f.act.record(l.Index, l.AppendedAt, f.st, b.Ops, results, events)
 		if f.onApply != nil {
 			f.onApply(l.Index, f.st.Now(), events)
 		}
@@ -228,7 +231,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st, f.members, f.clusterID = st, h.Members, h.ClusterID
-	f.act.reset(f.applied, st.Now())
+	f.act.reset(f.applied, st.Now(), time.Now())
 	if f.clusterID != "" && f.onCluster != nil {
 		f.onCluster(f.clusterID)
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tenure-io/tenure/lease"
 )
@@ -51,6 +52,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.events, m.isLeader, m.applyLatency, m.batchOps, m.dropped, m.watchResets)
 	}
 	return m
+}
+
+// ApplyLatency writes the node's tenure_apply_latency_seconds histogram
+// (the time from proposing a request to its applied result, as leader)
+// into out.
+func (n *Node) ApplyLatency(out *dto.Metric) error {
+	return n.metrics.applyLatency.Write(out)
 }
 
 func (m *metrics) observe(events []lease.Event) {

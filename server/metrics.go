@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,7 +14,10 @@ import (
 )
 
 type metrics struct {
-	requests   *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	// served counts what requests counts, over all its labels (for the
+	// dashboard's sampler).
+	served     atomic.Uint64
 	renewals   prometheus.Counter
 	rejections *prometheus.CounterVec
 }
@@ -62,7 +66,7 @@ func (m *metrics) interceptor() connect.Interceptor {
 			}
 			method := req.Spec().Procedure
 			method = method[strings.LastIndex(method, ".")+1:]
-			m.requests.WithLabelValues(method, code).Inc()
+			m.count(method, code)
 			return res, err
 		}
 	})
@@ -74,7 +78,12 @@ func (m *metrics) countBatch(err error) {
 	if err != nil {
 		code = connect.CodeOf(err).String()
 	}
-	m.requests.WithLabelValues("Batch", code).Inc()
+	m.count("Batch", code)
+}
+
+func (m *metrics) count(method, code string) {
+	m.requests.WithLabelValues(method, code).Inc()
+	m.served.Add(1)
 }
 
 // statusCollector exports a node's Status as gauges, reading it once per

@@ -73,7 +73,6 @@ type Config struct {
 type Server struct {
 	node    Node
 	log     *slog.Logger
-	reg     *prometheus.Registry
 	fwd     *forwarder
 	metrics *metrics
 	mux     *http.ServeMux
@@ -106,7 +105,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		node:    cfg.Node,
 		log:     cfg.Logger,
-		reg:     cfg.Registry,
 		fwd:     newForwarder(cfg.ForwardTimeout, cfg.ForwardTLS),
 		auth:    cfg.Auth,
 		streams: newStreamLimiter(cfg.MaxStreams),
@@ -140,6 +138,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.handler = h
+	// The dashboard's sampling starts with the server, so that a page
+	// opened later shows the last minutes, not a chart that starts flat.
+	s.sampler.start()
 	return s, nil
 }
 

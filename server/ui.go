@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sort"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
+	dto "github.com/prometheus/client_model/go"
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
@@ -30,9 +32,12 @@ type uiNode interface {
 	History(name string) node.History
 	Histories(prefix string, max int) []node.History
 	Renewals() []node.RenewalCount
+	RenewedSince(seq uint64, prefix string) ([]node.Renewal, uint64, bool)
+	LiveLeases(prefix string) ([]lease.Lease, time.Duration)
 	Waiters(prefix string) map[string][]string
 	SubscribeActivity() (<-chan struct{}, func())
 	AppliedOps() (uint64, time.Duration)
+	ApplyLatency(*dto.Metric) error
 }
 
 var _ uiNode = (*node.Node)(nil)
@@ -70,7 +75,6 @@ func (s *Server) uiHandler(perm string, h http.Handler) http.Handler {
 			http.Error(w, msg, status)
 			return
 		}
-		s.sampler.start()
 		w.Header().Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)
 	})
@@ -95,11 +99,13 @@ func (s *Server) uiAuthorize(r *http.Request, perm string) error {
 
 func (s *Server) mountUI(mux *http.ServeMux) {
 	ops := func() uint64 { return 0 }
+	var latency func(*dto.Metric) error
 	if n, ok := s.node.(uiNode); ok {
 		s.ui = n
 		ops = func() uint64 { n, _ := s.ui.AppliedOps(); return n }
+		latency = n.ApplyLatency
 	}
-	s.sampler = newSampler(s.reg, ops)
+	s.sampler = newSampler(ops, s.metrics.served.Load, latency) // started by New
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("GET /ui/", http.StripPrefix("/ui", ui.Handler()))
 	mux.Handle("GET /ui/api/state", s.uiHandler(PermRead, http.HandlerFunc(s.uiState)))
@@ -111,6 +117,15 @@ func (s *Server) mountUI(mux *http.ServeMux) {
 
 // ms is a duration in milliseconds, as the page counts time.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// wallMS is a wall-clock time in Unix milliseconds, as the page shows
+// times to people; 0 if unknown.
+func wallMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
 
 type uiLease struct {
 	Name      string   `json:"name"`
@@ -132,6 +147,7 @@ type uiActivity struct {
 	Seq    uint64  `json:"seq"`
 	Index  uint64  `json:"index"`
 	At     float64 `json:"at"`
+	Wall   int64   `json:"wall,omitempty"`
 	Kind   string  `json:"kind"`
 	Name   string  `json:"name,omitempty"`
 	Holder string  `json:"holder,omitempty"`
@@ -144,7 +160,7 @@ type uiActivity struct {
 func toUIActivities(acts []node.Activity) []uiActivity {
 	out := make([]uiActivity, len(acts))
 	for i, a := range acts {
-		out[i] = uiActivity{Seq: a.Seq, Index: a.Index, At: ms(a.At), Kind: a.Kind.String(), Name: a.Name,
+		out[i] = uiActivity{Seq: a.Seq, Index: a.Index, At: ms(a.At), Wall: wallMS(a.Wall), Kind: a.Kind.String(), Name: a.Name,
 			Holder: a.Holder, Token: a.Token, Key: a.Key, Delete: a.Delete}
 		if a.Err != nil {
 			out[i].Error = a.Err.Error()
@@ -167,10 +183,12 @@ func toUIRenewals(rs []node.RenewalCount) []uiRenewals {
 }
 
 // uiSnapshot is the state the page starts from: the live leases with their
-// waiters, the recent activity and the renewal counts.
+// waiters, the recent activity and the renewal counts. Now is the cluster
+// time, Wall this node's wall clock (Unix milliseconds) when it was taken.
 type uiSnapshot struct {
 	Node       string        `json:"node"`
 	Now        float64       `json:"now"`
+	Wall       int64         `json:"wall"`
 	Prefix     string        `json:"prefix"`
 	Leases     []uiLease     `json:"leases"`
 	Activities []uiActivity  `json:"activities"`
@@ -194,7 +212,7 @@ func (s *Server) snapshot(w *node.Watch, prefix string) uiSnapshot {
 	page := s.ui.Activity(0, recentActivities)
 	st := s.node.Status()
 	snap := uiSnapshot{
-		Node: s.node.ID(), Now: ms(w.Now), Prefix: prefix,
+		Node: s.node.ID(), Now: ms(w.Now), Wall: time.Now().UnixMilli(), Prefix: prefix,
 		Leases:     make([]uiLease, 0, len(w.Current)),
 		Activities: toUIActivities(page.Activities),
 		Last:       page.Last,
@@ -254,9 +272,49 @@ type uiLeaseEvent struct {
 
 type uiTick struct {
 	Now      float64             `json:"now"`
+	Wall     int64               `json:"wall"`
 	Renewals []uiRenewals        `json:"renewals"`
+	Renewed  []uiExpiry          `json:"renewed,omitempty"`
 	Waiters  map[string][]string `json:"waiters"`
 	Status   uiStatusShort       `json:"status"`
+}
+
+// uiExpiry is a grant's expiry after it was renewed.
+type uiExpiry struct {
+	Name      string  `json:"name"`
+	Token     uint64  `json:"token"`
+	ExpiresAt float64 `json:"expires_at"`
+}
+
+// renewedSince returns the new expiries of the grants under prefix renewed
+// after seq (the last of each), and the seq to ask after next time. If the
+// node no longer has all of those renewals, it returns every live grant's
+// expiry instead.
+func (s *Server) renewedSince(seq uint64, prefix string) ([]uiExpiry, uint64) {
+	rs, next, complete := s.ui.RenewedSince(seq, prefix)
+	var out []uiExpiry
+	if !complete {
+		ls, _ := s.ui.LiveLeases(prefix)
+		for _, l := range ls {
+			out = append(out, uiExpiry{Name: l.Name, Token: l.Token, ExpiresAt: ms(l.ExpiresAt)})
+		}
+		return out, next
+	}
+	type grant struct {
+		name  string
+		token uint64
+	}
+	at := make(map[grant]int, len(rs))
+	for _, r := range rs {
+		g := grant{r.Name, r.Token}
+		if i, ok := at[g]; ok {
+			out[i].ExpiresAt = ms(r.ExpiresAt)
+			continue
+		}
+		at[g] = len(out)
+		out = append(out, uiExpiry{Name: r.Name, Token: r.Token, ExpiresAt: ms(r.ExpiresAt)})
+	}
+	return out, next
 }
 
 // maxBurst bounds how many lease events one stream message carries.
@@ -267,7 +325,8 @@ const maxBurst = 1000
 // the page fell behind), "leases" (grants, releases and expiries from the
 // Watch stream, in commit order), "activity" (the activity log, including
 // fenced writes accepted and rejected), and once a second "tick" (cluster
-// time, renewal counts, waiters, this node's raft state).
+// and wall-clock time, renewal counts, the new expiries of the grants
+// renewed since the last tick, waiters, this node's raft state).
 func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 	f, ok := w.(http.Flusher)
 	if !ok {
@@ -292,11 +351,15 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 	defer ticker.Stop()
 
 	var (
-		wt   *node.Watch
-		seq  uint64
-		prev string
+		wt      *node.Watch
+		seq     uint64
+		renewed uint64 // the renewals up to here are in the page
+		prev    string
 	)
 	start := func(reason string) error {
+		// Renewals after here are sent with the next tick; the snapshot
+		// has those before (and maybe some after: sent twice, harmless).
+		_, renewed, _ = s.ui.RenewedSince(math.MaxUint64, prefix)
 		var err error
 		if wt, err = s.node.Watch(prefix); err != nil {
 			return err
@@ -364,12 +427,13 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 			}
 		case <-ticker.C:
 			st := s.node.Status()
-			tick := uiTick{Now: ms(st.ClusterTime), Status: uiStatusShort{State: st.State, LeaderID: st.LeaderID, Term: st.Term}}
+			tick := uiTick{Now: ms(st.ClusterTime), Wall: time.Now().UnixMilli(), Status: uiStatusShort{State: st.State, LeaderID: st.LeaderID, Term: st.Term}}
 			rs := s.ui.Renewals()
 			if n := len(rs); n > 3 {
 				rs = rs[n-3:]
 			}
 			tick.Renewals = toUIRenewals(rs)
+			tick.Renewed, renewed = s.renewedSince(renewed, prefix)
 			waiters := s.ui.Waiters(prefix)
 			if key := fmt.Sprint(waiters); key != prev {
 				prev, tick.Waiters = key, waiters
@@ -386,16 +450,19 @@ func toUILeaseEvent(ev node.WatchEvent) uiLeaseEvent {
 }
 
 type uiTerm struct {
-	Holder string  `json:"holder"`
-	Token  uint64  `json:"token"`
-	Start  float64 `json:"start"`
-	End    float64 `json:"end,omitempty"`
-	Ended  string  `json:"ended,omitempty"`
-	Writes int     `json:"writes"`
+	Holder    string  `json:"holder"`
+	Token     uint64  `json:"token"`
+	Start     float64 `json:"start"`
+	StartWall int64   `json:"start_wall,omitempty"`
+	End       float64 `json:"end,omitempty"`
+	EndWall   int64   `json:"end_wall,omitempty"`
+	Ended     string  `json:"ended,omitempty"`
+	Writes    int     `json:"writes"`
 }
 
 type uiStale struct {
 	At      float64 `json:"at"`
+	Wall    int64   `json:"wall,omitempty"`
 	Token   uint64  `json:"token"`
 	Key     string  `json:"key"`
 	Current uint64  `json:"current,omitempty"`
@@ -441,14 +508,14 @@ func (s *Server) uiHistory(w http.ResponseWriter, r *http.Request) {
 func toUIHistory(h node.History, now time.Duration) uiHistoryJSON {
 	out := uiHistoryJSON{Name: h.Name, Now: ms(now), Terms: []uiTerm{}, Stale: []uiStale{}, Waiters: h.Waiters, Reset: h.Reset}
 	for _, t := range h.Terms {
-		ut := uiTerm{Holder: t.Holder, Token: t.Token, Start: ms(t.Start), Writes: t.Writes}
+		ut := uiTerm{Holder: t.Holder, Token: t.Token, Start: ms(t.Start), StartWall: wallMS(t.StartWall), Writes: t.Writes}
 		if t.Ended != 0 {
-			ut.End, ut.Ended = ms(t.End), t.Ended.String()
+			ut.End, ut.EndWall, ut.Ended = ms(t.End), wallMS(t.EndWall), t.Ended.String()
 		}
 		out.Terms = append(out.Terms, ut)
 	}
 	for _, sw := range h.Stale {
-		out.Stale = append(out.Stale, uiStale{At: ms(sw.At), Token: sw.Token, Key: sw.Key, Current: sw.Current, Reason: sw.Reason})
+		out.Stale = append(out.Stale, uiStale{At: ms(sw.At), Wall: wallMS(sw.Wall), Token: sw.Token, Key: sw.Key, Current: sw.Current, Reason: sw.Reason})
 	}
 	return out
 }

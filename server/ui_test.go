@@ -113,6 +113,7 @@ func TestUIStreamOnFollower(t *testing.T) {
 		}
 	}
 	ctx := ctxT(t)
+	began := time.Now()
 	events := readSSE(t, fol+"/ui/api/stream")
 	snap := waitSSE(t, events, "snapshot", func(string) bool { return true })
 	if !strings.Contains(snap, `"leases":[]`) {
@@ -150,6 +151,7 @@ func TestUIStreamOnFollower(t *testing.T) {
 		Activities []struct {
 			Kind, Name, Error string
 			Token             uint64
+			Wall              int64
 		}
 	}
 	if err := json.Unmarshal([]byte(data), &act); err != nil {
@@ -162,6 +164,11 @@ func TestUIStreamOnFollower(t *testing.T) {
 			if x.Token != ta || x.Name != "ui/fenced" || !strings.Contains(x.Error, "stale token") {
 				t.Errorf("rejected write = %+v, want token %d on ui/fenced", x, ta)
 			}
+			// The wall-clock time of the entry, as the leader appended
+			// it, reached the follower (the page shows it).
+			if !wallBetween(x.Wall, began, time.Now()) {
+				t.Errorf("rejected write's wall time = %v, want between %v and now", time.UnixMilli(x.Wall), began)
+			}
 		}
 	}
 	if !found {
@@ -171,11 +178,16 @@ func TestUIStreamOnFollower(t *testing.T) {
 	_, body := uiGet(t, fol+"/ui/api/history?name=ui/fenced")
 	var h struct {
 		Terms []struct {
-			Token  uint64
-			Ended  string
-			Writes int
+			Token     uint64
+			Ended     string
+			Writes    int
+			StartWall int64 `json:"start_wall"`
+			EndWall   int64 `json:"end_wall"`
 		}
-		Stale []struct{ Token, Current uint64 }
+		Stale []struct {
+			Token, Current uint64
+			Wall           int64
+		}
 	}
 	if err := json.Unmarshal(body, &h); err != nil {
 		t.Fatal(err)
@@ -187,6 +199,55 @@ func TestUIStreamOnFollower(t *testing.T) {
 	if len(h.Stale) != 1 || h.Stale[0].Token != ta || h.Stale[0].Current != tb {
 		t.Errorf("stale = %+v, want token %d refused while %d held", h.Stale, ta, tb)
 	}
+	// A renewal of B's grant reaches the page with the next tick: its
+	// new expiry (the Watch stream carries no renewals).
+	var state struct {
+		Leases []struct {
+			Name      string
+			Token     uint64
+			ExpiresAt float64 `json:"expires_at"`
+		}
+	}
+	_, body = uiGet(t, fol+"/ui/api/state?prefix=ui/")
+	if err := json.Unmarshal(body, &state); err != nil || len(state.Leases) != 1 || state.Leases[0].Token != tb {
+		t.Fatalf("state = %s (%v), want B's grant", body, err)
+	}
+	if _, err := leader.lease.Renew(ctx, connect.NewRequest(&tenurev1.RenewRequest{Leases: []*tenurev1.LeaseRef{{Name: "ui/fenced", Token: tb}}})); err != nil {
+		t.Fatal(err)
+	}
+	data = waitSSE(t, events, "tick", func(d string) bool { return strings.Contains(d, `"renewed":[`) })
+	var tick struct {
+		Renewed []struct {
+			Name      string
+			Token     uint64
+			ExpiresAt float64 `json:"expires_at"`
+		}
+	}
+	if err := json.Unmarshal([]byte(data), &tick); err != nil {
+		t.Fatal(err)
+	}
+	if len(tick.Renewed) != 1 || tick.Renewed[0].Name != "ui/fenced" || tick.Renewed[0].Token != tb || tick.Renewed[0].ExpiresAt <= state.Leases[0].ExpiresAt {
+		t.Errorf("tick after the renewal carries %+v, want ui/fenced token %d expiring after %v", tick.Renewed, tb, state.Leases[0].ExpiresAt)
+	}
+
+	if len(h.Terms) == 2 && len(h.Stale) == 1 {
+		end := time.Now()
+		if w := h.Terms[0]; !wallBetween(w.StartWall, began, end) || !wallBetween(w.EndWall, began, end) || w.EndWall < w.StartWall {
+			t.Errorf("A's term has wall times %d to %d, want in order between %v and %v", w.StartWall, w.EndWall, began, end)
+		}
+		if w := h.Terms[1]; !wallBetween(w.StartWall, began, end) || w.EndWall != 0 {
+			t.Errorf("B's term has wall times %d to %d, want a start between %v and %v and no end", w.StartWall, w.EndWall, began, end)
+		}
+		if w := h.Stale[0].Wall; !wallBetween(w, began, end) {
+			t.Errorf("the stale write's wall time is %d, want between %v and %v", w, began, end)
+		}
+	}
+}
+
+// wallBetween says whether the Unix milliseconds ms are within [from, to]
+// (to the millisecond).
+func wallBetween(ms int64, from, to time.Time) bool {
+	return ms >= from.Truncate(time.Millisecond).UnixMilli() && ms <= to.UnixMilli()
 }
 
 // The cluster view asks every member for its status: all three are

@@ -4,7 +4,13 @@
 const tokenKey = "tenure-token";
 const base = new URL("api/", document.baseURI.replace(/[^/]*$/, ""));
 
-export class AuthError extends Error {}
+/** AuthError is a refusal: status 401 (no or unknown credentials) or 403
+ * (a principal without the role). */
+export class AuthError extends Error {
+  constructor(message: string, readonly status: number) {
+    super(message);
+  }
+}
 
 export function getToken(): string {
   return sessionStorage.getItem(tokenKey) ?? "";
@@ -21,8 +27,8 @@ function headers(): HeadersInit {
 }
 
 async function check(res: Response): Promise<Response> {
-  if (res.status === 401) throw new AuthError("the server wants a token: enter one with read permission above");
-  if (res.status === 403) throw new AuthError("this token may not read here: use one with read permission, or, if its role covers only a prefix, open the page as /ui/?prefix=PREFIX");
+  if (res.status === 401) throw new AuthError("the server wants a token: enter one with read permission above", 401);
+  if (res.status === 403) throw new AuthError("this token may not read here: use one with read permission, or, if its role covers only a prefix, open the page as /ui/?prefix=PREFIX", 403);
   if (!res.ok) throw new Error(`${res.status} ${(await res.text()).trim()}`);
   return res;
 }

@@ -7,22 +7,10 @@ import { api, streamEvents, setToken, getToken, AuthError } from "./api";
 import type { Lease, Activity, Snapshot, LeaseEvent, Tick, ClusterView, History, Sample } from "./types";
 import { drawTimeline } from "./timeline";
 import { sparkline } from "./spark";
+import { clusterTime as now, setClocks, timeEl, wallOf, wallTime } from "./clock";
 
 const views = ["leases", "events", "timeline", "cluster", "metrics"] as const;
 type View = (typeof views)[number];
-
-// Cluster time: the server's last word plus what this page's monotonic
-// clock says has passed since (cluster time stands still without a
-// leader; the next tick corrects it).
-let clusterNow = 0;
-let clusterAt = performance.now();
-function now(): number {
-  return clusterNow + (performance.now() - clusterAt);
-}
-function setNow(t: number) {
-  clusterNow = t;
-  clusterAt = performance.now();
-}
 
 // ---- leases -------------------------------------------------------------
 //
@@ -51,9 +39,15 @@ const leasesBody = $<HTMLTableSectionElement>("#leases tbody");
 const leasesScroll = $("#leases-scroll");
 const prefixInput = $<HTMLInputElement>("#prefix");
 const key = (l: Lease) => l.name + "\u0000" + l.token;
-const rowHeight = 34; // px; app.css gives every lease row this height
+// Every lease row has the same height (app.css): one line, or two where
+// the page is narrow and the row stacks its cells.
+const narrow = matchMedia("(max-width: 640px)");
+const rowHeightNow = () => (narrow.matches ? 56 : 34);
 const overscan = 15;
 let order: Rec[] = []; // the records that match the filter, sorted
+// The slot of each live holder of a semaphore (a name with a limit above
+// 1), counted from 1 in token order, so its rows read "slot 2 of 3".
+const slots = new Map<Rec, number>();
 let orderDirty = true;
 let shown: Shown[] = [];
 let renderQueued = false;
@@ -66,16 +60,22 @@ function byNameToken(a: Rec, b: Rec): number {
 function leaseRow(rec: Rec, index: number): Shown {
   const l = rec.lease;
   const link = el("a", { href: "#timeline/" + encodeURIComponent(l.name), title: "Timeline of " + l.name }, l.name);
+  const slot = slots.get(rec);
+  const limit = l.limit ?? 1;
   const left = el("span", { class: "left" });
   const bar = el("span", { class: "fill" });
   const w = waiters.get(l.name) ?? [];
   const tr = el("tr", { "data-name": l.name, "data-token": String(l.token), "aria-rowindex": String(index + 2) },
-    el("th", { scope: "row", class: "name" }, link),
+    el("th", { scope: "row", class: "name" }, el("span", { class: "cell" }, link,
+      limit > 1 ? el("span", {
+        class: "slot",
+        title: `${l.name} is a semaphore: up to ${limit} holders at once, each with its own token. Its live grants are numbered in token order.`,
+      }, slot ? `slot ${slot} of ${limit}` : `semaphore of ${limit}`) : "")),
     el("td", { class: "holder" }, l.holder),
     el("td", { class: "token num" }, String(l.token)),
     el("td", { class: "ttl num" }, fmtDuration(l.ttl)),
     el("td", { class: "countdown" }, left, el("span", { class: "meter", "aria-hidden": "true" }, bar)),
-    el("td", { class: "waiters" }, w.length ? w.map((h, i) => `${i + 1}. ${h}`).join("  ") : "—")) as HTMLTableRowElement;
+    el("td", { class: "waiters", "data-none": String(!w.length) }, w.length ? w.map((h, i) => `${i + 1}. ${h}`).join("  ") : "—")) as HTMLTableRowElement;
   if (rec.arrived) tr.classList.add("arrived");
   if (rec.leaving) {
     tr.classList.add("leaving", rec.leaving);
@@ -102,8 +102,10 @@ function render() {
   if (orderDirty) {
     order = [...recs.values()].filter((r) => matches(r.lease.name)).sort(byNameToken);
     orderDirty = false;
+    numberSlots();
     countLeases();
   }
+  const rowHeight = rowHeightNow();
   const top = leasesScroll.scrollTop;
   const height = leasesScroll.clientHeight || 600;
   const first = Math.max(0, Math.floor(top / rowHeight) - overscan);
@@ -122,6 +124,20 @@ function render() {
   tickCountdowns();
 }
 
+function numberSlots() {
+  slots.clear();
+  let name = "";
+  let n = 0;
+  for (const r of order) {
+    if ((r.lease.limit ?? 1) <= 1 || r.leaving) continue;
+    if (r.lease.name !== name) {
+      name = r.lease.name;
+      n = 0;
+    }
+    slots.set(r, ++n);
+  }
+}
+
 function queueRender(reorder = false) {
   if (reorder) orderDirty = true;
   if (renderQueued) return;
@@ -131,6 +147,7 @@ function queueRender(reorder = false) {
 
 leasesScroll.addEventListener("scroll", () => queueRender(), { passive: true });
 window.addEventListener("resize", () => queueRender());
+narrow.addEventListener("change", () => queueRender());
 
 function setLeases(ls: Lease[]) {
   recs.clear();
@@ -162,6 +179,9 @@ function onLeaseEvent(ev: LeaseEvent) {
 }
 
 function countLeases() {
+  // Nothing is said before the first snapshot, or when the stream was
+  // refused: "0 live leases" would be untrue.
+  if (deniedLeases || !leasesLoaded) return;
   let live = 0;
   for (const r of recs.values()) if (!r.leaving) live++;
   const match = order.filter((r) => !r.leaving).length;
@@ -192,11 +212,15 @@ prefixInput.addEventListener("input", () => {
 });
 
 // ---- events -------------------------------------------------------------
+//
+// Newest first, by the wall-clock time shown: each row goes in at its
+// place (nearly always the top). Renewals are not rows: they are counted
+// per second by the server, and the page shows the counts above the table.
 
 const eventsBody = $<HTMLTableSectionElement>("#events tbody");
 const eventPrefix = $<HTMLInputElement>("#event-prefix");
 const maxEvents = 500;
-const shownKinds = new Set(["granted", "renewed", "released", "expired", "write_accepted", "write_rejected", "reset", "leader"]);
+const shownKinds = new Set(["granted", "released", "expired", "write_accepted", "write_rejected", "reset", "leader"]);
 let lastSeq = 0;
 
 const kindLabel: Record<string, string> = {
@@ -205,14 +229,14 @@ const kindLabel: Record<string, string> = {
   expired: "expired",
   write_accepted: "write accepted",
   write_rejected: "write REJECTED",
-  renewed: "renewed",
   reset: "state replaced by a snapshot",
   leader: "leader change",
 };
 
-function eventRow(kind: string, at: number, name: string, holder: string, token: number | undefined, detail: string) {
-  const tr = el("tr", { class: "ev " + kind, "data-kind": kind, "data-name": name },
-    el("td", { class: "num at" }, fmtClock(at)),
+/** eventRow is one event at wall-clock time wall (cluster time at). */
+function eventRow(kind: string, wall: number, at: number, name: string, holder: string, token: number | undefined, detail: string) {
+  const tr = el("tr", { class: "ev " + kind, "data-kind": kind, "data-name": name, "data-wall": String(wall) },
+    el("td", { class: "num at" }, timeEl(wall, at)),
     el("td", { class: "kind" }, kindLabel[kind] ?? kind),
     el("td", { class: "name" }, name ? el("a", { href: "#timeline/" + encodeURIComponent(name) }, name) : ""),
     el("td", { class: "holder" }, holder),
@@ -226,11 +250,14 @@ function eventVisible(tr: HTMLTableRowElement): boolean {
   return shownKinds.has(tr.dataset.kind!) && (tr.dataset.name ?? "").startsWith(eventPrefix.value);
 }
 
-function prependEvents(trs: HTMLTableRowElement[]) {
-  if (!trs.length) return;
-  const frag = document.createDocumentFragment();
-  for (let i = trs.length - 1; i >= 0; i--) frag.append(trs[i]);
-  eventsBody.prepend(frag);
+/** addEvents puts rows in the table, each above every older one. */
+function addEvents(trs: HTMLTableRowElement[]) {
+  for (const tr of trs) {
+    const w = Number(tr.dataset.wall);
+    let ref = eventsBody.firstElementChild as HTMLTableRowElement | null;
+    while (ref && Number(ref.dataset.wall) > w) ref = ref.nextElementSibling as HTMLTableRowElement | null;
+    eventsBody.insertBefore(tr, ref);
+  }
   while (eventsBody.rows.length > maxEvents) eventsBody.lastElementChild!.remove();
 }
 
@@ -242,12 +269,12 @@ function activityRow(a: Activity): HTMLTableRowElement {
   } else if (a.kind === "reset") {
     detail = "events before this one were not applied on this node";
   }
-  return eventRow(a.kind, a.at, a.name ?? "", a.holder ?? "", a.token, detail);
+  return eventRow(a.kind, wallOf(a.wall, a.at), a.at, a.name ?? "", a.holder ?? "", a.token, detail);
 }
 
 function onActivities(acts: Activity[], missed: number) {
   const trs: HTMLTableRowElement[] = [];
-  if (missed > 0 && lastSeq > 0) trs.push(eventRow("reset", now(), "", "", undefined, `${missed} events were not shown (the page fell behind)`));
+  if (missed > 0 && lastSeq > 0) trs.push(eventRow("reset", wallTime(), now(), "", "", undefined, `${missed} events were not shown (the page fell behind)`));
   for (const a of acts) {
     if (a.seq <= lastSeq) continue;
     lastSeq = a.seq;
@@ -255,21 +282,34 @@ function onActivities(acts: Activity[], missed: number) {
     if (a.kind === "write_rejected" || a.kind === "write_accepted") noteTimeline(a.name ?? "");
     if (a.kind === "granted" || a.kind === "released" || a.kind === "expired") noteTimeline(a.name ?? "");
   }
-  prependEvents(trs);
+  addEvents(trs);
 }
 
-// Renewals arrive as counts per second of cluster time; each second is
-// shown once, when it is over.
-const renewalsShown = new Set<number>();
-function onRenewals(rs: { second: number; count: number }[], final: boolean) {
-  const current = Math.floor(now() / 1000) * 1000;
-  const trs: HTMLTableRowElement[] = [];
-  for (const r of rs) {
-    if (renewalsShown.has(r.second) || (final && r.second >= current)) continue;
-    renewalsShown.add(r.second);
-    trs.push(eventRow("renewed", r.second + 999, "", "", undefined, `${r.count} renewal${r.count === 1 ? "" : "s"} in this second`));
+// Renewals arrive as counts per second of cluster time: the snapshot has
+// the last 10 minutes, each tick the last few seconds (the current one
+// still counting).
+const renewals = new Map<number, number>();
+function onRenewals(rs: { second: number; count: number }[]) {
+  for (const r of rs) renewals.set(r.second, r.count);
+  const t = now();
+  let second = 0, minute = 0, all = 0;
+  const last = Math.floor(t / 1000) * 1000 - 1000; // the last whole second
+  for (const [sec, n] of renewals) {
+    if (t - sec > 600_000) {
+      renewals.delete(sec);
+      continue;
+    }
+    all += n;
+    if (t - sec <= 60_000) minute += n;
+    if (sec === last) second = n;
   }
-  prependEvents(trs);
+  const p = $("#renewals");
+  p.dataset.minute = String(minute);
+  const num = (n: number) => n.toLocaleString("en");
+  p.replaceChildren(el("strong", {}, "Renewals"), " (counted, not listed): ",
+    el("span", { class: "n" }, num(second)), " in the last second · ",
+    el("span", { class: "n" }, num(minute)), " in the last minute · ",
+    el("span", { class: "n" }, num(all)), " in the last 10 minutes");
 }
 
 function refilterEvents() {
@@ -309,6 +349,9 @@ function noteTimeline(name: string) {
   if (name && (name === tlCurrent || (tlCurrent.endsWith("/") && name.startsWith(tlCurrent)))) tlDirty = true;
 }
 
+// The histories last drawn, to draw again at a new width.
+let tlShown: History[] = [];
+
 async function loadTimeline() {
   if (!tlCurrent) {
     $("#tl-list").replaceChildren(el("p", { class: "empty" }, "Choose a lease, or a prefix ending in “/” (like demo/) to see every lease under it."));
@@ -317,62 +360,68 @@ async function loadTimeline() {
   tlDirty = false;
   const want = tlCurrent;
   let hs: History[];
-  let at: number;
   try {
     if (want.endsWith("/")) {
       const r = await api<{ now: number; histories: History[] }>("history?prefix=" + encodeURIComponent(want));
       hs = r.histories;
-      at = r.now;
     } else {
-      const h = await api<History>("history?name=" + encodeURIComponent(want));
-      hs = [h];
-      at = h.now;
+      hs = [await api<History>("history?name=" + encodeURIComponent(want))];
     }
   } catch (e) {
+    if (e instanceof AuthError) $("#tl-list").replaceChildren(el("p", { class: "denied" }, cannotShow("The timeline", "read the history of this name", e)));
     report(e);
     return;
   }
   if (want !== tlCurrent) return;
-  const t = Math.max(at, now());
   if (!hs.length) {
     $("#tl-list").replaceChildren(el("p", { class: "empty" }, `No lease under “${want}” has a history on this node yet.`));
     return;
   }
-  $("#tl-list").replaceChildren(...hs.map((h) => timelineBlock(h, t, hs.length > 1)));
-  // Drawn once in the page, to fit its width.
-  hs.forEach((h, i) => drawTimeline(document.querySelectorAll<HTMLElement>("#tl-list .tl-chart")[i], h, t));
+  tlShown = hs;
+  $("#tl-list").replaceChildren(...hs.map((h) => timelineBlock(h, hs.length > 1)));
+  drawTimelines();
 }
 
-function timelineBlock(h: History, t: number, titled: boolean): HTMLElement {
+/** drawTimelines draws the charts of the histories shown, to fit the
+ * page's width now. */
+function drawTimelines() {
+  const charts = document.querySelectorAll<HTMLElement>("#tl-list .tl-chart");
+  const t = wallTime();
+  tlShown.forEach((h, i) => charts[i] && drawTimeline(charts[i], h, t));
+}
+
+function timelineBlock(h: History, titled: boolean): HTMLElement {
   const chart = el("div", { class: "chart tl-chart", role: "img", "data-name": h.name });
   const block = el("section", { class: "tl-block", "data-name": h.name, "aria-label": "Timeline of " + h.name },
     titled ? el("h3", {}, el("a", { href: "#timeline/" + encodeURIComponent(h.name) }, h.name)) : "",
     chart);
   const items: [number, HTMLElement][] = [];
   const plural = (n: number) => `${n} write${n === 1 ? "" : "s"} accepted`;
+  const row = (cls: string, wall: number, at: number, what: string, holder: string, token: number, detail: string) =>
+    el("tr", { class: cls, "data-wall": String(wall) },
+      el("td", { class: "num at" }, timeEl(wall, at)), el("td", { class: "kind" }, what), el("td", { class: "holder" }, holder),
+      el("td", { class: "token num" }, String(token)), el("td", { class: "detail" }, detail));
   for (const term of h.terms) {
-    items.push([term.start, el("tr", { class: "term" },
-      el("td", { class: "num" }, fmtClock(term.start)), el("td", {}, "granted"), el("td", {}, term.holder),
-      el("td", { class: "num" }, String(term.token)),
-      el("td", {}, term.ended ? `${term.ended} after ${fmtDuration(term.end! - term.start)}; ${plural(term.writes)}` : `held; ${plural(term.writes)}`))]);
-    if (term.ended) {
-      items.push([term.end!, el("tr", { class: "term-end" },
-        el("td", { class: "num" }, fmtClock(term.end!)), el("td", {}, term.ended), el("td", {}, term.holder),
-        el("td", { class: "num" }, String(term.token)), el("td", {}, ""))]);
-    }
+    // How long it was held by the clock on the wall, as the chart draws
+    // it (longer than by cluster time if a leader was lost meanwhile).
+    const start = wallOf(term.start_wall, term.start);
+    const end = term.ended ? wallOf(term.end_wall, term.end!) : 0;
+    items.push([start, row("term", start, term.start, "granted", term.holder, term.token,
+      term.ended ? `${term.ended} after ${fmtDuration(end - start)}; ${plural(term.writes)}` : `held; ${plural(term.writes)}`)]);
+    if (term.ended) items.push([end, row("term-end", end, term.end!, term.ended, term.holder, term.token, "")]);
   }
   for (const s of h.stale) {
-    items.push([s.at, el("tr", { class: "stale" },
-      el("td", { class: "num" }, fmtClock(s.at)), el("td", {}, "write REJECTED"), el("td", {}, ""),
-      el("td", { class: "num" }, String(s.token)),
-      el("td", {}, `${s.key}: stale token ${s.token}${s.current ? `, current token ${s.current}` : ""}`))]);
+    const at = wallOf(s.wall, s.at);
+    items.push([at, row("stale", at, s.at, "write REJECTED", "", s.token,
+      `${s.key}: stale token ${s.token}${s.current ? `, current token ${s.current}` : ""}`)]);
   }
-  items.sort((a, b) => a[0] - b[0]);
+  // Newest first; of two at the same time, the one recorded later.
+  const order = items.map((it, i) => [it[0], i, it[1]] as const).sort((a, b) => b[0] - a[0] || b[1] - a[1]);
   if (items.length) {
-    block.append(el("div", { class: "scroll" }, el("table", { class: "tl-table" },
-      el("caption", { class: "sr-only" }, `Terms and refused writes of ${h.name}, oldest first`),
-      el("thead", {}, el("tr", {}, ...["Cluster time", "What", "Holder", "Token", "Detail"].map((c, i) => el("th", { scope: "col", class: i === 0 || i === 3 ? "num" : "" }, c)))),
-      el("tbody", {}, ...items.map((i) => i[1])))));
+    block.append(el("div", { class: "scroll" }, el("table", { class: "tl-table log" },
+      el("caption", { class: "sr-only" }, `Terms and refused writes of ${h.name}, newest first`),
+      el("thead", {}, el("tr", {}, ...["Time", "What", "Holder", "Token", "Detail"].map((c, i) => el("th", { scope: "col", class: i === 0 || i === 3 ? "num" : "" }, c)))),
+      el("tbody", {}, ...order.map((o) => o[2])))));
   }
   return block;
 }
@@ -386,6 +435,7 @@ $<HTMLFormElement>("#tl-form").addEventListener("submit", (e) => {
 
 let leaderID = "";
 let leaderTerm = 0;
+let leaderSeen = false;
 
 function noteLeader(id: string, term: number, where: string) {
   if (id === leaderID) return;
@@ -393,12 +443,16 @@ function noteLeader(id: string, term: number, where: string) {
   leaderID = id;
   leaderTerm = term;
   if (!before && !id) return;
-  const text = id ? (before ? `${before} → ${id} (term ${term})` : `${id} leads (term ${term})`) : `${before} lost leadership: no leader`;
-  const li = el("li", {}, el("time", {}, new Date().toLocaleTimeString()), " ", text, where ? ` (seen by ${where})` : "");
+  // The first is the leader as the page found it, not a change.
+  const first = !leaderSeen;
+  leaderSeen = true;
+  const text = id ? (before ? `${before} → ${id} (term ${term})` : `${id} leads (term ${term})${first ? " when this page opened" : ""}`) : `${before} lost leadership: no leader`;
+  const wall = wallTime();
+  const li = el("li", {}, timeEl(wall, now(), false), " ", text, where ? ` (seen by ${where})` : "");
   const ol = $("#leader-changes");
   ol.prepend(li);
   while (ol.children.length > 50) ol.lastElementChild!.remove();
-  if (before) prependEvents([eventRow("leader", now(), "", id, undefined, text)]);
+  if (before) addEvents([eventRow("leader", wall, now(), "", id, undefined, text)]);
   renderSummary();
 }
 
@@ -415,38 +469,52 @@ async function loadCluster() {
   try {
     c = await api<ClusterView>("cluster");
   } catch (e) {
+    if (e instanceof AuthError) deny("cluster", cannotShow("The cluster", "see the cluster's status", e));
     report(e);
     return;
   }
+  deny("cluster", "");
   clusterData = c;
   noteLeader(c.leader_id, c.term, c.node);
   const body = $<HTMLTableSectionElement>("#members tbody");
+  const td = (label: string, cls: string, ...children: (Node | string)[]) => el("td", { class: cls, "data-label": label }, ...children);
   body.replaceChildren(...c.members.map((m) => {
     const role = m.reachable ? m.state || "?" : "unreachable";
+    const applied = td("applied", "num", m.reachable ? String(m.applied_index ?? 0) : "?");
+    if (m.reachable) applied.title = `cluster time ${fmtClock(m.cluster_time ?? 0)} at this index`;
     return el("tr", { "data-member": m.id, "data-leader": String(m.id === c.leader_id), class: (m.id === c.leader_id ? "leader " : "") + (m.reachable ? "" : "down") },
       el("th", { scope: "row" }, m.id, m.id === c.leader_id ? el("span", { class: "badge" }, "★ leader") : "", m.self ? el("span", { class: "badge self" }, "this node") : ""),
-      el("td", { class: "role" }, role + (m.voter ? "" : " (non-voter)")),
-      el("td", {}, m.reachable ? "yes" : el("span", { title: m.error ?? "" }, "no")),
-      el("td", { class: "num" }, m.self ? "—" : m.last_contact_ms_ago < 0 ? "never" : fmtDuration(m.last_contact_ms_ago) + " ago"),
-      el("td", { class: "num" }, m.reachable ? String(m.applied_index ?? 0) : "?"),
-      el("td", { class: "num" }, m.reachable ? String(m.term ?? 0) : "?"),
-      el("td", { class: "num" }, m.reachable ? fmtClock(m.cluster_time ?? 0) : "?"),
-      el("td", { class: "addr" }, m.api_address));
+      td("role", "role", role + (m.voter ? "" : " (non-voter)")),
+      td("reachable", "", m.reachable ? "yes" : el("span", { title: m.error ?? "" }, "no")),
+      td("last contact", "num", m.self ? "—" : m.last_contact_ms_ago < 0 ? "never" : fmtDuration(m.last_contact_ms_ago) + " ago"),
+      applied,
+      td("term", "num", m.reachable ? String(m.term ?? 0) : "?"),
+      td("API", "addr", m.api_address));
   }));
   renderSummary();
 }
 
 // ---- metrics ------------------------------------------------------------
 
+let samples: Sample[] | undefined;
+
 async function loadMetrics() {
   let m: { samples: Sample[] };
   try {
     m = await api<{ samples: Sample[] }>("metrics");
   } catch (e) {
+    if (e instanceof AuthError) deny("metrics", cannotShow("The metrics", "see the cluster's status", e));
     report(e);
     return;
   }
-  const s = m.samples;
+  deny("metrics", "");
+  samples = m.samples;
+  drawMetrics();
+}
+
+function drawMetrics() {
+  const s = samples;
+  if (!s) return;
   sparkline($("#chart-ops"), s.map((x) => x.t), [
     { label: "ops applied/s", values: s.map((x) => x.ops), cls: "s1" },
     { label: "requests/s", values: s.map((x) => x.requests), cls: "s2" },
@@ -456,6 +524,18 @@ async function loadMetrics() {
     { label: "p99 ms", values: s.map((x) => (x.commit_p99 < 0 ? NaN : x.commit_p99)), cls: "s2" },
   ]);
 }
+
+// Charts fit the width they are drawn at: draw them again when it changes.
+let redrawQueued = false;
+window.addEventListener("resize", () => {
+  if (redrawQueued) return;
+  redrawQueued = true;
+  requestAnimationFrame(() => {
+    redrawQueued = false;
+    if (currentView === "timeline") drawTimelines();
+    if (currentView === "metrics") drawMetrics();
+  });
+});
 
 // ---- connection, auth, routing -----------------------------------------
 
@@ -474,6 +554,39 @@ function report(e: unknown) {
   setConn("down", "disconnected: " + String((e as Error)?.message ?? e));
 }
 
+/** cannotShow says why what cannot be shown: the server wants a token, or
+ * this one may not do what it takes. */
+function cannotShow(what: string, needs: string, e: AuthError): string {
+  return e.status === 401
+    ? `${what} cannot be shown: the server wants a token; enter one above.`
+    : `${what} cannot be shown: this token may not ${needs}.`;
+}
+
+/** deny puts a view in place of its content the reason it cannot be
+ * shown, or with "" shows the content again. */
+function deny(view: View, why: string) {
+  const p = $(`#${view}-denied`);
+  p.textContent = why;
+  p.hidden = !why;
+  $(`#view-${view}`).classList.toggle("is-denied", !!why);
+}
+
+// The stream carries the leases and the events: when it is refused,
+// neither can be shown (and the page does not pretend there are none).
+let deniedLeases = false;
+let leasesLoaded = false; // a snapshot came
+function denyStream(e: AuthError | undefined) {
+  deniedLeases = !!e;
+  deny("leases", e ? cannotShow("Leases", "list leases", e) : "");
+  deny("events", e ? cannotShow("Events", "read the events", e) : "");
+  if (e) {
+    $("#lease-count").textContent = "";
+    $("#leases-empty").hidden = true;
+  } else {
+    countLeases();
+  }
+}
+
 let pending: Snapshot | undefined;
 function flushPending() {
   const s = pending;
@@ -481,12 +594,13 @@ function flushPending() {
   pending = undefined;
   addNames(s.activities.map((a) => a.name ?? ""));
   onActivities(s.activities, 0);
-  onRenewals(s.renewals, true);
+  onRenewals(s.renewals);
 }
 
 function onSnapshot(s: Snapshot) {
   performance.mark("snapshot");
-  setNow(s.now);
+  leasesLoaded = true;
+  setClocks(s.now, s.wall);
   waiters.clear();
   for (const l of s.leases) if (l.waiters?.length) waiters.set(l.name, l.waiters);
   setLeases(s.leases);
@@ -497,7 +611,7 @@ function onSnapshot(s: Snapshot) {
   setTimeout(flushPending);
   noteLeader(s.status.leader_id, s.status.term, s.node);
   $("#where").textContent = `node ${s.node} · ${s.status.state}`;
-  if (s.reason) prependEvents([eventRow("reset", s.now, "", "", undefined, s.reason === "lagged" ? "the page fell behind; reloaded the state" : "the node installed a snapshot; reloaded the state")]);
+  if (s.reason) addEvents([eventRow("reset", s.wall, s.now, "", "", undefined, s.reason === "lagged" ? "the page fell behind; reloaded the state" : "the node installed a snapshot; reloaded the state")]);
   document.body.dataset.loaded = "true";
   // When the table is laid out and painted: the first load's measure.
   if (!document.body.dataset.renderedMs) {
@@ -507,8 +621,14 @@ function onSnapshot(s: Snapshot) {
 }
 
 function onTick(t: Tick) {
-  setNow(t.now);
-  onRenewals(t.renewals, true);
+  setClocks(t.now, t.wall);
+  onRenewals(t.renewals);
+  // Renewals are not in the Watch stream: each tick brings the new
+  // expiries of the grants renewed since the last.
+  for (const r of t.renewed ?? []) {
+    const rec = recs.get(r.name + "\u0000" + r.token);
+    if (rec && !rec.leaving) rec.lease.expires_at = r.expires_at;
+  }
   if (t.waiters) {
     waiters.clear();
     for (const [n, w] of Object.entries(t.waiters)) waiters.set(n, w);
@@ -533,6 +653,7 @@ async function runStream() {
           case "snapshot": {
             const s = data as Snapshot;
             document.body.dataset.node = s.node;
+            denyStream(undefined);
             onSnapshot(s);
             setConn("live", "live");
             $("#auth-msg").textContent = "";
@@ -558,7 +679,10 @@ async function runStream() {
       setConn("down", "stream ended; reconnecting…");
     } catch (e) {
       report(e);
-      if (e instanceof AuthError) return; // wait for a token
+      if (e instanceof AuthError) {
+        denyStream(e);
+        return; // wait for a token
+      }
     }
     if (performance.now() - started > 5000) delay = 250;
     await new Promise((r) => setTimeout(r, delay));

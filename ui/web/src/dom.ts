@@ -41,6 +41,22 @@ export function fmtDuration(ms: number, tenths = false): string {
   return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
 }
 
+const pad2 = (n: number) => String(n).padStart(2, "0");
+
+/** fmtWall formats a wall-clock time (Unix milliseconds) as this
+ * browser's local time of day, 24-hour: "14:03:27.482" (without the
+ * milliseconds if millis is false), with the date before it ("2024-03-05
+ * 14:03:27.482") when it is not today. */
+export function fmtWall(ms: number, millis = true): string {
+  if (!isFinite(ms) || ms <= 0) return "?";
+  const d = new Date(ms);
+  let s = `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`;
+  if (millis) s += "." + String(d.getMilliseconds()).padStart(3, "0");
+  const today = new Date();
+  if (d.toDateString() !== today.toDateString()) s = `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ${s}`;
+  return s;
+}
+
 /** fmtClock formats a cluster time (milliseconds since the cluster began). */
 export function fmtClock(ms: number): string {
   const s = ms / 1000;

@@ -1,6 +1,9 @@
-// Small line charts for the metrics view.
+// Small line charts for the metrics view: a legend with the latest
+// values above, the lines on a wall-clock axis below, fitting the width
+// they are given.
 
-import { svg } from "./dom";
+import { el, svg, fmtWall } from "./dom";
+import { contentWidth } from "./timeline";
 
 export interface Series {
   label: string;
@@ -9,19 +12,26 @@ export interface Series {
 }
 
 export function sparkline(host: HTMLElement, ts: number[], series: Series[]) {
-  const width = Math.max(300, host.clientWidth || 600);
+  const width = Math.max(240, contentWidth(host, 600));
   const height = 120;
-  const pad = 28;
+  const left = 36;
+  const right = 8;
+  const bottom = 18;
   const all = series.flatMap((s) => s.values.filter((v) => isFinite(v)));
   const maxV = Math.max(1, ...all);
   const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, class: "spark" });
   const n = ts.length;
-  const x = (i: number) => pad + (n <= 1 ? 0 : (i / (n - 1)) * (width - 2 * pad));
-  const y = (v: number) => height - 16 - (v / maxV) * (height - 30);
-  root.append(svg("line", { x1: pad, x2: width - pad, y1: height - 16, y2: height - 16, class: "axis" }));
-  root.append(svg("text", { x: 2, y: 12, class: "tick" }, fmt(maxV)));
-  root.append(svg("text", { x: 2, y: height - 18, class: "tick" }, "0"));
-  const legend: string[] = [];
+  const x = (i: number) => left + (n <= 1 ? 0 : (i / (n - 1)) * (width - left - right));
+  const y = (v: number) => height - bottom - (v / maxV) * (height - bottom - 8);
+  root.append(svg("line", { x1: left, x2: width - right, y1: height - bottom, y2: height - bottom, class: "axis" }));
+  root.append(svg("text", { x: left - 4, y: 12, class: "tick", "text-anchor": "end" }, fmt(maxV)));
+  root.append(svg("text", { x: left - 4, y: height - bottom, class: "tick", "text-anchor": "end" }, "0"));
+  if (n > 0) {
+    root.append(svg("text", { x: left, y: height - 4, class: "tick" }, fmtWall(ts[0], false)));
+    if (n > 1) root.append(svg("text", { x: width - right, y: height - 4, class: "tick", "text-anchor": "end" }, fmtWall(ts[n - 1], false)));
+  }
+  const legend: HTMLElement[] = [];
+  const said: string[] = [];
   for (const s of series) {
     let d = "";
     s.values.forEach((v, i) => {
@@ -30,13 +40,15 @@ export function sparkline(host: HTMLElement, ts: number[], series: Series[]) {
     });
     root.append(svg("path", { d: d || "M0 0", class: "line " + s.cls }));
     const last = [...s.values].reverse().find((v) => isFinite(v));
-    legend.push(`${s.label}: ${last === undefined ? "—" : fmt(last)}`);
+    const text = `${s.label}: ${last === undefined ? "—" : fmt(last)}`;
+    said.push(text);
+    legend.push(el("li", {}, el("span", { class: "swatch " + s.cls, "aria-hidden": "true" }), text));
   }
-  root.append(svg("text", { x: width - pad, y: 12, "text-anchor": "end", class: "tick legend" }, legend.join("   ")));
-  host.replaceChildren(root);
-  host.setAttribute("aria-label", n ? `${legend.join(", ")} (latest of ${n} seconds)` : "no samples yet");
+  host.replaceChildren(el("ul", { class: "legend" }, ...legend), root);
+  host.setAttribute("aria-label", n ? `${said.join(", ")} (latest of ${n} seconds, from ${fmtWall(ts[0], false)})` : "no samples yet");
 }
 
 function fmt(v: number): string {
+  if (Number.isInteger(v)) return String(v);
   return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
 }

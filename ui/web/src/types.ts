@@ -1,5 +1,7 @@
 // The shapes /ui/api answers with. Times are milliseconds: cluster time
-// for leases and events, Unix time for metric samples.
+// (at, now, start, end, ...) for leases and events, Unix time for wall-clock
+// times (wall, start_wall, end_wall: when the leader appended the entry; 0
+// or absent if unknown) and metric samples.
 
 export interface Lease {
   name: string;
@@ -16,6 +18,7 @@ export interface Activity {
   seq: number;
   index: number;
   at: number;
+  wall?: number;
   kind: string;
   name?: string;
   holder?: string;
@@ -34,6 +37,7 @@ export interface StatusShort {
 export interface Snapshot {
   node: string;
   now: number;
+  wall: number;
   prefix: string;
   leases: Lease[];
   activities: Activity[];
@@ -52,7 +56,9 @@ export interface LeaseEvent {
 
 export interface Tick {
   now: number;
+  wall: number;
   renewals: { second: number; count: number }[];
+  renewed?: { name: string; token: number; expires_at: number }[];
   waiters?: Record<string, string[]>;
   status: StatusShort;
 }
@@ -90,7 +96,9 @@ export interface Term {
   holder: string;
   token: number;
   start: number;
+  start_wall?: number;
   end?: number;
+  end_wall?: number;
   ended?: string;
   writes: number;
 }
@@ -99,9 +107,18 @@ export interface History {
   name: string;
   now: number;
   terms: Term[];
-  stale: { at: number; token: number; key: string; current?: number; reason: string }[];
+  stale: Stale[];
   waiters: string[] | null;
   reset?: boolean;
+}
+
+export interface Stale {
+  at: number;
+  wall?: number;
+  token: number;
+  key: string;
+  current?: number;
+  reason: string;
 }
 
 export interface Sample {

@@ -32,6 +32,11 @@ test("the page sends the token it was given and explains a refusal", async () =>
   await Promise.all([page.waitForEvent("load"), page.click("#auth button[type=submit]")]);
   await page.waitForFunction(() => document.querySelector("#auth-msg")?.textContent?.includes("read permission"), null, { timeout: 5000 });
   assert.equal(await page.locator("#conn").getAttribute("data-state"), "auth");
+  // Nothing could be read: the page says so, and does not say there are
+  // no leases.
+  await page.waitForSelector("#leases-denied:not([hidden])", { timeout: 5000 });
+  assert.equal(await page.locator("#leases-denied").textContent(), "Leases cannot be shown: the server wants a token; enter one above.");
+  await assertNoLeasesClaimed(page);
   await shot(page, "auth-refused");
 
   // Accepted: every request carries the token, kept across a reload.
@@ -69,5 +74,22 @@ test("a page opened as /ui/?prefix= asks the server for that prefix only", async
   await page.route("**/ui/api/**", (route) => route.fulfill({ status: 403, body: "permission_denied" }));
   await page.goto(node.url("/ui/"));
   await page.waitForFunction(() => document.querySelector("#auth-msg")?.textContent?.includes("/ui/?prefix="), null, { timeout: 5000 });
+  // The views say that nothing can be shown, and why.
+  await page.waitForSelector("#leases-denied:not([hidden])", { timeout: 5000 });
+  assert.equal(await page.locator("#leases-denied").textContent(), "Leases cannot be shown: this token may not list leases.");
+  await assertNoLeasesClaimed(page);
+  await shot(page, "auth-forbidden");
+  await page.click('nav a[data-view="events"]');
+  assert.equal(await page.locator("#events-denied").textContent(), "Events cannot be shown: this token may not read the events.");
+  assert.equal(await page.locator("#events").isVisible(), false, "the events table is shown");
   await page.close();
 });
+
+/** assertNoLeasesClaimed fails if the page claims there are no leases, or
+ * shows their (empty) table, while it may not read them. */
+async function assertNoLeasesClaimed(page) {
+  const count = (await page.locator("#lease-count").textContent()) ?? "";
+  assert.doesNotMatch(count, /live leases/, `the page says "${count}" without having read the leases`);
+  assert.equal(await page.locator("#leases-empty").isVisible(), false, "the page says \"No live leases.\" without having read them");
+  assert.equal(await page.locator("#leases-scroll").isVisible(), false, "the (empty) leases table is shown");
+}

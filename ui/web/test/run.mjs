@@ -2,10 +2,9 @@
 // build from the repository root) into a temporary directory, then runs
 // every test/*.test.mjs with Node's test runner, one file at a time.
 // Screenshots go to $UI_ARTIFACTS (default: a new temporary directory,
-// printed); with UPDATE_DOCS=1 the views the docs show are copied into
-// docs/img.
+// printed). (The docs' screenshots come from screenshots.mjs.)
 import { execFileSync, spawnSync } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -31,13 +30,6 @@ try {
     env: { ...process.env, TENURED_BIN: join(dir, "tenured"), TENURE_BIN: join(dir, "tenure"), UI_ARTIFACTS: artifacts, NODE_NO_WARNINGS: "1" },
   });
   code = r.status ?? 1;
-  if (code === 0 && process.env.UPDATE_DOCS === "1") {
-    mkdirSync(join(repo, "docs/img"), { recursive: true });
-    for (const [shot, doc] of [["leases", "leases"], ["timeline", "timeline"], ["cluster-failover", "cluster"]]) {
-      copyFileSync(join(artifacts, shot + ".png"), join(repo, "docs/img", `dashboard-${doc}.png`));
-    }
-    console.log("copied the leases, timeline and cluster views into docs/img");
-  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
