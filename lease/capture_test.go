@@ -61,7 +61,7 @@ func encodeWholeSnapshot(s *State) []byte {
 	}
 	for _, name := range sortedKeys(s.delays) {
 		d := s.delays[name]
-		snap.Delays = append(snap.Delays, snapshotDelay{Name: name, Until: d.Until, Holder: d.Holder, Token: d.Token})
+		snap.Delays = append(snap.Delays, snapshotDelay{Name: name, Until: d.Until, Ended: d.Ended, Holder: d.Holder, Token: d.Token})
 		snap.Version = snapshotV5
 	}
 	for _, name := range sortedKeys(s.revoked.byName) {

@@ -99,8 +99,9 @@ func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
 // and Remaining describe the slot that expires first.
 //
 // With LockDelay set, the name is in a lock-delay: the grant Holder and
-// Token named expired or was revoked with a lock-delay, and no new grant
-// is made for Remaining more.
+// Token named expired or was revoked with a lock-delay Ended ago (in
+// cluster time), and no new grant is made for Remaining more; Ended +
+// Remaining is the grant's lock-delay.
 type HeldError struct {
 	Name      string
 	Holder    string
@@ -108,12 +109,13 @@ type HeldError struct {
 	Remaining time.Duration
 	Limit     int
 	LockDelay bool
+	Ended     time.Duration
 }
 
 func (e *HeldError) Error() string {
 	if e.LockDelay {
-		return fmt.Sprintf("lease: %q is in its lock-delay: the grant of %q (token %d) ended without a release; no new grant for %s",
-			e.Name, e.Holder, e.Token, e.Remaining)
+		return fmt.Sprintf("lease: %q is in its lock-delay: the grant of %q (token %d) ended %s ago without a release; no new grant for %s",
+			e.Name, e.Holder, e.Token, e.Ended, e.Remaining)
 	}
 	if e.Limit > 1 {
 		return fmt.Sprintf("lease: %q has all %d slots held; the first to expire is held by %q (token %d, %s remaining)",

@@ -52,9 +52,11 @@ import (
 const MaxTombstones = 4096
 
 // delay is the lock-delay of a name: no new grant before Until. Holder
-// and Token name the grant whose delay it is, for the *HeldError.
+// and Token name the grant whose delay it is, and Ended is when it ended
+// (its expiry, or its revocation), for the *HeldError.
 type delay struct {
 	Until  time.Duration
+	Ended  time.Duration
 	Holder string
 	Token  uint64
 }
@@ -78,7 +80,7 @@ func (a *applier) startDelay(l *Lease, from time.Duration) {
 	if d, ok := a.s.delays[l.Name]; ok && d.Until >= until {
 		return
 	}
-	a.s.delays[l.Name] = delay{Until: until, Holder: l.Holder, Token: l.Token}
+	a.s.delays[l.Name] = delay{Until: until, Ended: from, Holder: l.Holder, Token: l.Token}
 	// The expirer's wake-up: token 0 marks a delay's end (NextDeadline).
 	heap.Push(&a.s.expiries, expiry{at: until, name: l.Name})
 }
@@ -87,7 +89,8 @@ func (a *applier) startDelay(l *Lease, from time.Duration) {
 // name in its lock-delay d: held, and queued if it waits. limit is the
 // limit of the name's live grants (0 when it has none).
 func (a *applier) delayedAcquire(op Op, d delay, limit int) Result {
-	held := &HeldError{Name: op.Name, Holder: d.Holder, Token: d.Token, Remaining: d.Until - a.now, Limit: limit, LockDelay: true}
+	held := &HeldError{Name: op.Name, Holder: d.Holder, Token: d.Token, Remaining: d.Until - a.now, Limit: limit,
+		LockDelay: true, Ended: a.now - d.Ended}
 	if !op.Wait {
 		a.removeWaiter(op.Name, op.Holder) // a plain try stops waiting
 		return Result{Err: held}
@@ -254,6 +257,7 @@ func (s *State) Revoked(name string, token uint64) (string, bool) {
 type snapshotDelay struct {
 	Name   string        `json:"name"`
 	Until  time.Duration `json:"until"`
+	Ended  time.Duration `json:"ended"`
 	Holder string        `json:"holder"`
 	Token  uint64        `json:"token"`
 }
@@ -271,7 +275,7 @@ type snapshotTombstone struct {
 func (s *State) captureDelays() []snapshotDelay {
 	out := make([]snapshotDelay, 0, len(s.delays))
 	for name, d := range s.delays {
-		out = append(out, snapshotDelay{Name: name, Until: d.Until, Holder: d.Holder, Token: d.Token})
+		out = append(out, snapshotDelay{Name: name, Until: d.Until, Ended: d.Ended, Holder: d.Holder, Token: d.Token})
 	}
 	slices.SortFunc(out, func(x, y snapshotDelay) int { return strings.Compare(x.Name, y.Name) })
 	return out
@@ -303,7 +307,7 @@ func (s *State) restoreDelays(ds []snapshotDelay, ts []snapshotTombstone) error 
 		if _, ok := s.delays[d.Name]; ok {
 			return fmt.Errorf("lease: snapshot has two lock-delays of %q", d.Name)
 		}
-		s.delays[d.Name] = delay{Until: d.Until, Holder: d.Holder, Token: d.Token}
+		s.delays[d.Name] = delay{Until: d.Until, Ended: d.Ended, Holder: d.Holder, Token: d.Token}
 		heap.Push(&s.expiries, expiry{at: d.Until, name: d.Name})
 	}
 	for _, tb := range ts {

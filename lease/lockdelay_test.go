@@ -24,7 +24,8 @@ func revoke(name string, token uint64, reason string) Op {
 func wantDelayHeld(t *testing.T, r Result, now time.Duration, g Lease, until time.Duration) {
 	t.Helper()
 	he, ok := errors.AsType[*HeldError](r.Err)
-	if !ok || !he.LockDelay || he.Holder != g.Holder || he.Token != g.Token || he.Remaining != until-now {
+	if !ok || !he.LockDelay || he.Holder != g.Holder || he.Token != g.Token || he.Remaining != until-now ||
+		he.Ended+he.Remaining != g.LockDelay {
 		t.Fatalf("at %s: %+v (%v), want the lock-delay of %s#%d with %s left", now, r, r.Err, g.Holder, g.Token, until-now)
 	}
 }
@@ -292,7 +293,7 @@ func TestLockDelaySnapshot(t *testing.T) {
 	if !bytes.HasPrefix(data, []byte(`{"version":5,`)) {
 		t.Fatalf("snapshot %s is not version 5", data)
 	}
-	for _, want := range []string{`"delays":[{"name":"a","until":32000000000,"holder":"h1","token":1}]`,
+	for _, want := range []string{`"delays":[{"name":"a","until":32000000000,"ended":2000000000,"holder":"h1","token":1}]`,
 		`"revoked":[{"name":"b","token":2,"reason":"why","until":13000000000}]`, `"LockDelay":1000000000`, `"kind":"revoked"`} {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Fatalf("snapshot %s lacks %s", data, want)

@@ -241,7 +241,7 @@ func (m *model) op(op Op) Result {
 				limit = ls[0].Limit
 			}
 			held := &HeldError{Name: op.Name, Holder: d.grant.Holder, Token: d.grant.Token, Remaining: d.until - m.now,
-				Limit: limit, LockDelay: true}
+				Limit: limit, LockDelay: true, Ended: m.now - (d.until - d.grant.LockDelay)}
 			if !op.Wait {
 				m.removeWaiter(op.Name, op.Holder)
 				return Result{Err: held}

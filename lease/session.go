@@ -270,8 +270,9 @@ type snapshotError struct {
 	Message   string        `json:"message,omitempty"`
 	// LockDelay marks a held error of a lock-delay, and Reason is a
 	// revoked error's reason (version 5).
-	LockDelay bool   `json:"lock_delay,omitempty"`
-	Reason    string `json:"reason,omitempty"`
+	LockDelay bool          `json:"lock_delay,omitempty"`
+	Ended     time.Duration `json:"ended,omitempty"`
+	Reason    string        `json:"reason,omitempty"`
 }
 
 // captureSessions returns the sessions live at now, sorted by principal
@@ -370,7 +371,7 @@ func errorToSnapshot(err error) *snapshotError {
 	}
 	if e, ok := errors.AsType[*HeldError](err); ok {
 		return &snapshotError{Kind: "held", Name: e.Name, Holder: e.Holder, Token: e.Token, Remaining: e.Remaining, Limit: e.Limit,
-			LockDelay: e.LockDelay}
+			LockDelay: e.LockDelay, Ended: e.Ended}
 	}
 	if e, ok := errors.AsType[*RevokedError](err); ok {
 		return &snapshotError{Kind: "revoked", Name: e.Name, Token: e.Token, Reason: e.Reason}
@@ -407,7 +408,7 @@ func (e *snapshotError) error() (error, error) {
 	}
 	switch e.Kind {
 	case "held":
-		return &HeldError{Name: e.Name, Holder: e.Holder, Token: e.Token, Remaining: e.Remaining, Limit: e.Limit, LockDelay: e.LockDelay}, nil
+		return &HeldError{Name: e.Name, Holder: e.Holder, Token: e.Token, Remaining: e.Remaining, Limit: e.Limit, LockDelay: e.LockDelay, Ended: e.Ended}, nil
 	case "revoked":
 		return &RevokedError{Name: e.Name, Token: e.Token, Reason: e.Reason}, nil
 	case "stale":
