@@ -26,6 +26,8 @@ const (
 	// snapshot: what happened between the entries before and after it was
 	// never applied here.
 	ActivityReset ActivityKind = 6
+	// ActivityRevoked is a grant an operator revoked.
+	ActivityRevoked ActivityKind = 7
 )
 
 func (k ActivityKind) String() string {
@@ -42,8 +44,25 @@ func (k ActivityKind) String() string {
 		return "write_rejected"
 	case ActivityReset:
 		return "reset"
+	case ActivityRevoked:
+		return "revoked"
 	}
 	return "unknown"
+}
+
+// activityOf returns the kind of activity of an event.
+func activityOf(t lease.EventType) ActivityKind {
+	switch t {
+	case lease.EventGranted:
+		return ActivityGranted
+	case lease.EventReleased:
+		return ActivityReleased
+	case lease.EventExpired:
+		return ActivityExpired
+	case lease.EventRevoked:
+		return ActivityRevoked
+	}
+	return 0
 }
 
 // Activity is one thing the state machine did, as this node applied it.
@@ -76,7 +95,7 @@ type Term struct {
 	Start  time.Duration
 	// End is zero while the grant is held; Ended then is zero too.
 	End   time.Duration
-	Ended ActivityKind // ActivityReleased or ActivityExpired
+	Ended ActivityKind // ActivityReleased, ActivityExpired or ActivityRevoked
 	// Writes counts the fenced writes accepted with this term's token.
 	Writes int
 }
@@ -163,7 +182,7 @@ func (a *activityLog) record(index uint64, st *lease.State, ops []lease.Op, resu
 	a.ops += uint64(len(ops))
 	recorded := a.seq
 	for _, ev := range events {
-		kind := ActivityKind(ev.Type) // granted, released, expired share their numbers
+		kind := activityOf(ev.Type)
 		a.add(Activity{Index: index, At: now, Kind: kind, Name: ev.Lease.Name, Holder: ev.Lease.Holder, Token: ev.Lease.Token})
 		a.term(ev, now)
 	}
@@ -246,7 +265,7 @@ func (a *activityLog) term(ev lease.Event, now time.Duration) {
 	}
 	for i := len(h.terms) - 1; i >= 0; i-- {
 		if t := &h.terms[i]; t.Token == ev.Lease.Token && t.Ended == 0 {
-			t.End, t.Ended = now, ActivityKind(ev.Type)
+			t.End, t.Ended = now, activityOf(ev.Type)
 			return
 		}
 	}
