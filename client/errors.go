@@ -35,6 +35,11 @@ var (
 	// malformed: an empty or oversized name, a TTL out of bounds, a value
 	// over the limit.
 	ErrInvalid = lease.ErrInvalid
+	// ErrRevoked is matched by the error of Renew, Release, Put and
+	// Delete when an operator revoked the grant (Revoke). errors.As with
+	// a *RevokedError gives the reason, which the message carries too.
+	// Such an error also matches ErrStaleToken: the token fences nothing.
+	ErrRevoked = lease.ErrRevoked
 	// ErrForbidden is matched by the error of Renew, Release, Put, Delete
 	// and Acquire when the grant (or the holder's place in the queue)
 	// belongs to another principal than the caller's: only the principal
@@ -70,8 +75,14 @@ var (
 )
 
 // HeldError reports that a lease is held by another holder: its holder,
-// token and remaining time.
+// token and remaining time. With LockDelay set, the name is in the
+// lock-delay of a grant that expired or was revoked (Holder and Token),
+// for Remaining more.
 type HeldError = lease.HeldError
+
+// RevokedError reports a grant an operator revoked: its name, token and
+// the operator's reason.
+type RevokedError = lease.RevokedError
 
 // retryPolicy says when a failed attempt may be repeated.
 type retryPolicy uint8

@@ -52,6 +52,47 @@ func ExampleClient_Acquire() {
 	// renewed, same token: true
 }
 
+// An operator revokes a grant: the holder's next renewal says why, and
+// its token fences nothing. A grant with a lock-delay keeps the name from
+// everyone for that long after it expires or is revoked.
+func ExampleClient_Revoke() {
+	c, err := client.New(client.Config{Endpoints: endpoints})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	l, err := c.Acquire(ctx, "example/jobs/report", "worker-1", 10*time.Second, client.LockDelay(2*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// As an operator (the admin role, when the cluster authenticates):
+	revoked, err := c.Revoke(ctx, "example/jobs/report", l.Token, "stuck on a bad disk")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("revoked the grant of", revoked[0].Holder)
+
+	// The holder learns it at its next renewal, with the reason.
+	_, err = c.RenewOne(ctx, "example/jobs/report", l.Token)
+	var re *client.RevokedError
+	if errors.As(err, &re) {
+		fmt.Println("renewal refused:", re.Reason, errors.Is(err, client.ErrStaleToken))
+	}
+
+	// The lock-delay keeps the name from everyone for 2s.
+	_, err = c.Acquire(ctx, "example/jobs/report", "worker-2", 10*time.Second)
+	var held *client.HeldError
+	if errors.As(err, &held) && held.LockDelay {
+		fmt.Println("in its lock-delay, in all:", held.Ended+held.Remaining)
+	}
+	// Output:
+	// revoked the grant of worker-1
+	// renewal refused: stuck on a bad disk true
+	// in its lock-delay, in all: 2s
+}
+
 // A fenced write: the store takes a write only with the current grant's
 // token, so a holder that lost its lease cannot write late.
 func ExampleClient_Put() {

@@ -32,6 +32,9 @@ type Lease struct {
 	// Limit holders at once, each slot with its own token), or 0 for a
 	// plain lease.
 	Limit int
+	// LockDelay is the grant's lock-delay (see the LockDelay option), 0
+	// for none.
+	LockDelay time.Duration
 	// Sent is when the request that returned the lease was sent, on the
 	// local clock (with its monotonic reading). The lease expires no
 	// earlier than Sent + Remaining measured at the cluster's clock rate;
@@ -49,6 +52,7 @@ func leaseFromProto(p *tenurev1.Lease, sent time.Time) Lease {
 		TTL:       l.TTL,
 		Remaining: p.GetRemaining().AsDuration(),
 		Limit:     l.Limit,
+		LockDelay: l.LockDelay,
 		Sent:      sent,
 	}
 }
@@ -70,6 +74,8 @@ type AcquireSettings struct {
 	WaitTimeout time.Duration
 	// Limit is set by the Limit option: acquire one slot of a semaphore.
 	Limit int
+	// LockDelay is set by the LockDelay option.
+	LockDelay time.Duration
 }
 
 // NewAcquireSettings applies opts to the zero settings (try once) and
@@ -106,6 +112,22 @@ func Limit(n int) AcquireOption {
 	return func(o *AcquireSettings) { o.Limit = n }
 }
 
+// LockDelay gives the grant a lock-delay of d (at most 1 minute by
+// default; more fails with ErrInvalid): when the grant expires, or an
+// operator revokes it, the server grants the name to nobody until d of
+// cluster time has passed since the expiry (or the revocation); waiters
+// stay queued and are granted when it ends. A Release skips it. An
+// Acquire that would be granted during a lock-delay fails with a
+// *HeldError whose LockDelay is set.
+//
+// It is a mitigation for storage that cannot check fencing tokens: a
+// holder that lost its grant without noticing (paused, cut off) gets d
+// to stop before anyone else holds the name. It is no guarantee (a pause
+// can outlast any delay); the token is.
+func LockDelay(d time.Duration) AcquireOption {
+	return func(o *AcquireSettings) { o.LockDelay = d }
+}
+
 // Acquire grants the lease name to holder for ttl, or renews it if holder
 // already holds it (same token). If another holder has it, the error
 // matches ErrLeaseHeld and is a *HeldError naming that holder.
@@ -132,6 +154,9 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 		req := &tenurev1.AcquireRequest{Name: name, Holder: holder, Ttl: durationpb.New(ttl), Wait: o.Wait, RequestId: id}
 		if o.Limit > 1 {
 			req.Limit = uint32(o.Limit)
+		}
+		if o.LockDelay != 0 {
+			req.LockDelay = durationpb.New(o.LockDelay)
 		}
 		timeout := c.cfg.RequestTimeout
 		if o.Wait {
@@ -200,7 +225,8 @@ type RenewResult struct {
 	// Lease is the renewed grant when Err is nil.
 	Lease Lease
 	// Err matches ErrStaleToken when the lease was released, expired or
-	// granted again since Ref.Token was issued.
+	// granted again since Ref.Token was issued, and ErrRevoked too (a
+	// *RevokedError with the reason) when an operator revoked it.
 	Err error
 }
 
@@ -236,7 +262,7 @@ func (c *Client) Renew(ctx context.Context, refs ...Ref) ([]RenewResult, error) 
 	for i, r := range res.GetResults() {
 		out[i] = RenewResult{
 			Ref: Ref{Name: r.GetName(), Token: r.GetToken()},
-			Err: wire.ReasonError(r.GetReason(), r.GetMessage()),
+			Err: wire.RenewError(r),
 		}
 		if out[i].Err == nil {
 			out[i].Lease = leaseFromProto(r.GetLease(), sent)
@@ -266,6 +292,33 @@ func (c *Client) Release(ctx context.Context, name string, token uint64) error {
 		leaseService, tenurev1connect.LeaseServiceClient.Release,
 		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Release{Release: req}}, (*tenurev1.BatchResult).GetRelease)
 	return notApplied(err)
+}
+
+// Revoke ends the live grant of name with token now, or every live grant
+// of name (every slot of a semaphore) if token is 0, as an operator: the
+// caller needs the admin role. reason (1-256 bytes of printable text) is
+// kept with the revoked grant until its old expiry: its holder's next
+// renewal, release or write fails with a *RevokedError that carries it
+// (ErrRevoked, also ErrStaleToken), and an election session steps down.
+// The grant's lock-delay, if it has one, starts now; otherwise the first
+// waiter is granted at once, with a larger token, as after a release.
+//
+// It returns the grants it ended. A name with no such live grant fails
+// with ErrNotFound and changes nothing. Revoke is retried like Acquire:
+// a retry gets the first attempt's outcome.
+func (c *Client) Revoke(ctx context.Context, name string, token uint64, reason string) ([]Lease, error) {
+	id := c.sess.begin()
+	defer c.sess.end(id)
+	res, sent, err := unary(ctx, c, retryAlways, &tenurev1.RevokeRequest{Name: name, Token: token, Reason: reason, RequestId: id},
+		leaseService, tenurev1connect.LeaseServiceClient.Revoke)
+	if err != nil {
+		return nil, notApplied(err)
+	}
+	out := make([]Lease, 0, len(res.GetRevoked()))
+	for _, l := range res.GetRevoked() {
+		out = append(out, leaseFromProto(l, sent))
+	}
+	return out, nil
 }
 
 // Get returns the live grant of name, or an error matching ErrNotFound if

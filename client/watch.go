@@ -35,12 +35,15 @@ const (
 	// EventError is the last event of a watch that failed for good; Err
 	// says why.
 	EventError
+	// EventRevoked is a grant an operator revoked (Client.Revoke);
+	// Reason says why.
+	EventRevoked
 )
 
 var eventNames = map[EventType]string{
 	EventCurrent: "current", EventSynced: "synced", EventGranted: "granted",
 	EventReleased: "released", EventExpired: "expired", EventReset: "reset",
-	EventError: "error",
+	EventError: "error", EventRevoked: "revoked",
 }
 
 func (t EventType) String() string {
@@ -61,10 +64,12 @@ type WatchEvent struct {
 	Index uint64
 	// Err is set for EventError.
 	Err error
+	// Reason is the operator's reason of an EventRevoked.
+	Reason string
 }
 
 func eventFromProto(ev *tenurev1.WatchEvent) WatchEvent {
-	out := WatchEvent{Index: ev.GetIndex()}
+	out := WatchEvent{Index: ev.GetIndex(), Reason: ev.GetReason()}
 	switch ev.GetType() {
 	case tenurev1.WatchEvent_TYPE_CURRENT:
 		out.Type = EventCurrent
@@ -76,6 +81,8 @@ func eventFromProto(ev *tenurev1.WatchEvent) WatchEvent {
 		out.Type = EventReleased
 	case tenurev1.WatchEvent_TYPE_EXPIRED:
 		out.Type = EventExpired
+	case tenurev1.WatchEvent_TYPE_REVOKED:
+		out.Type = EventRevoked
 	}
 	if ev.GetLease() != nil {
 		out.Lease = leaseFromProto(ev.GetLease(), time.Time{})
@@ -84,8 +91,8 @@ func eventFromProto(ev *tenurev1.WatchEvent) WatchEvent {
 }
 
 // Watch streams the leases whose names start with prefix: first the live
-// ones (EventCurrent), then EventSynced, then every grant, release and
-// expiry in commit order. It returns once the first event arrived from some
+// ones (EventCurrent), then EventSynced, then every grant, release, expiry
+// and revocation in commit order. It returns once the first event arrived from some
 // endpoint, retrying like the other calls; a bad prefix fails here.
 //
 // The channel is closed when ctx ends (the caller must cancel it to stop

@@ -294,3 +294,97 @@ func TestRunTwoCandidatesOnACluster(t *testing.T) {
 	}
 	t.Log(fmt.Sprint(g.calls))
 }
+
+// TestRevokedLeaderStepsDown: an operator revokes the leader's grant; the
+// leader learns it at its next renewal, steps down and reports why; the
+// next candidate leads with a larger token, and because the lock-delay
+// is the TTL, only after the old leader stepped down.
+func TestRevokedLeaderStepsDown(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Config{})
+	ca, _ := mustClient(t, c.Endpoints())
+	cb, _ := mustClient(t, c.Endpoints())
+	ops, _ := mustClient(t, c.Endpoints())
+	const ttl = 3 * time.Second
+	ctx := within(t, 30*time.Second)
+	sa, err := election.New(ca, election.Config{Holder: "a", TTL: ttl, LockDelay: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sa.Close(context.Background())
+	la, err := sa.Campaign(ctx, "svc/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := ops.Get(ctx, "svc/x"); err != nil || g.LockDelay != ttl {
+		t.Fatalf("a's grant: %+v, %v; want lock-delay %s", g, err, ttl)
+	}
+	aDone := make(chan time.Time, 1)
+	go func() {
+		<-la.Done()
+		aDone <- time.Now()
+	}()
+	sb, err := election.New(cb, election.Config{Holder: "b", TTL: ttl, LockDelay: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	type term struct {
+		l     *election.Lease
+		err   error
+		start time.Time
+	}
+	bLeads := make(chan term, 1)
+	go func() {
+		l, err := sb.Campaign(ctx, "svc/x")
+		bLeads <- term{l, err, time.Now()}
+	}()
+
+	revoked, err := ops.Revoke(ctx, "svc/x", 0, "moving to a new host")
+	if err != nil || len(revoked) != 1 || revoked[0].Holder != "a" || revoked[0].Token != la.Token() {
+		t.Fatalf("Revoke: %+v, %v; want a's grant %d", revoked, err, la.Token())
+	}
+	revokedAt := time.Now()
+	var stepped time.Time
+	select {
+	case stepped = <-aDone:
+	case <-ctx.Done():
+		t.Fatalf("a did not step down (state %s)", la.State())
+	}
+	// At its next renewal, not at its deadline: the server said why.
+	if !stepped.Before(la.Deadline()) {
+		t.Errorf("a stepped down at its deadline (%s after the revoke), not at its next renewal", stepped.Sub(revokedAt))
+	}
+	err = la.Err()
+	var lost *election.LostError
+	var re *client.RevokedError
+	if !errors.Is(err, election.ErrLost) || !errors.Is(err, client.ErrRevoked) || !errors.As(err, &lost) || !errors.As(err, &re) ||
+		re.Reason != "moving to a new host" || re.Token != la.Token() || lost.Reason != "revoked by an operator (moving to a new host)" {
+		t.Fatalf("a's end: %v", err)
+	}
+	if cause := context.Cause(la.Ctx()); !errors.Is(cause, client.ErrRevoked) {
+		t.Errorf("the cause of a's context: %v", cause)
+	}
+	// The old token fences nothing.
+	if _, err := ca.Put(ctx, "svc/x/data", []byte("late"), "svc/x", la.Token()); !errors.Is(err, client.ErrStaleToken) {
+		t.Errorf("a's write with the revoked token: %v", err)
+	}
+	bt := <-bLeads
+	if bt.err != nil {
+		t.Fatal(bt.err)
+	}
+	if bt.l.Token() <= la.Token() || !stepped.Before(bt.start) {
+		t.Fatalf("b leads with token %d at %s; a had %d and stepped down at %s", bt.l.Token(), bt.start, la.Token(), stepped)
+	}
+	t.Logf("a stepped down %s after the revoke; b leads %s after it", stepped.Sub(revokedAt), bt.start.Sub(revokedAt))
+
+	// Revoking a name nobody holds changes nothing.
+	if _, err := ops.Revoke(ctx, "svc/none", 0, "r"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("Revoke of a name not held: %v", err)
+	}
+	if _, err := ops.Revoke(ctx, "svc/x", 0, ""); !errors.Is(err, client.ErrInvalid) {
+		t.Errorf("Revoke without a reason: %v", err)
+	}
+	if l, err := ops.Get(ctx, "svc/x"); err != nil || l.Token != bt.l.Token() {
+		t.Errorf("after the refused revokes: %+v, %v", l, err)
+	}
+}

@@ -39,6 +39,14 @@ type Config struct {
 	// the server could expire the lease: the time a holder has to stop
 	// after its context ended. Default max(TTL/10, 100ms).
 	Margin time.Duration
+	// LockDelay gives every grant of the session a lock-delay (see
+	// client.LockDelay): if the session loses a lease without releasing
+	// it (it expires, or an operator revokes it), the server grants it to
+	// nobody for LockDelay more. At most 1 minute by default (the
+	// server's bound). A LockDelay of TTL or more also keeps a revoked
+	// term from overlapping the next one: the old holder's context ends
+	// before its old grant would have expired. Default 0: none.
+	LockDelay time.Duration
 }
 
 // DefaultConfig returns the defaults: TTL 10s and Drift 0.01. Holder and
@@ -80,6 +88,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("election: TTL must be positive, got %s", c.TTL)
 	case c.RenewInterval < 0 || c.RenewTimeout < 0 || c.Margin < 0:
 		return errors.New("election: RenewInterval, RenewTimeout and Margin must not be negative")
+	case c.LockDelay < 0:
+		return fmt.Errorf("election: LockDelay must not be negative, got %s", c.LockDelay)
 	case c.Drift < 0 || c.Drift >= 0.5:
 		return fmt.Errorf("election: Drift must be in [0, 0.5), got %g", c.Drift)
 	}

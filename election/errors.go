@@ -8,8 +8,10 @@ import (
 var (
 	// ErrLost is matched by Lease.Err and by the cause of a lease's context
 	// when the lease ended without Release: no renewal was confirmed before
-	// the local deadline, or the server reported that the grant is gone.
-	// The error is a *LostError.
+	// the local deadline, or the server reported that the grant is gone
+	// (also when an operator revoked it: the error then matches
+	// client.ErrRevoked as well, and its Reason says so). The error is a
+	// *LostError.
 	ErrLost = errors.New("election: lease lost")
 	// ErrReleased is the cause of a lease's context after Release, Resign
 	// or Session.Close.
@@ -31,7 +33,8 @@ type LostError struct {
 	// Reason says what happened, in words.
 	Reason string
 	// Err is the server's error when the server reported the grant gone
-	// (it matches client.ErrStaleToken or client.ErrNotFound), else nil.
+	// (it matches client.ErrStaleToken or client.ErrNotFound, and
+	// client.ErrRevoked for a revoked grant), else nil.
 	Err error
 }
 

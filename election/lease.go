@@ -239,7 +239,11 @@ func (l *Lease) lose(err error) {
 		l.mu.Unlock()
 		return
 	}
-	l.endLocked(Lost, &LostError{Name: l.name, Token: l.token, Reason: "the server no longer has this grant", Err: err})
+	reason := "the server no longer has this grant"
+	if re, ok := errors.AsType[*client.RevokedError](err); ok {
+		reason = "revoked by an operator (" + re.Reason + ")"
+	}
+	l.endLocked(Lost, &LostError{Name: l.name, Token: l.token, Reason: reason, Err: err})
 	l.mu.Unlock()
 	l.s.forget(l)
 }

@@ -152,6 +152,9 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool, limit int
 	if limit > 1 {
 		opts = append(opts, client.Limit(limit))
 	}
+	if s.cfg.LockDelay > 0 {
+		opts = append(opts, client.LockDelay(s.cfg.LockDelay))
+	}
 	if old := s.lostToken(name); old > 0 {
 		// The last term was lost here, before the server's expiry: the
 		// server may still hold it. Free it, so that the new term gets
@@ -200,7 +203,9 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool, limit int
 	}
 }
 
-// gone reports whether err says the server no longer has a grant.
+// gone reports whether err says the server no longer has a grant
+// (released, expired, replaced or revoked: client.ErrRevoked matches
+// client.ErrStaleToken too).
 func gone(err error) bool {
 	return errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrNotFound)
 }

@@ -2,8 +2,10 @@ package lease
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -20,7 +22,10 @@ func encodeWholeSnapshot(s *State) []byte {
 				snap.Version = max(snap.Version, snapshotV2)
 			}
 			if l.Principal != "" {
-				snap.Version = snapshotV3
+				snap.Version = max(snap.Version, snapshotV3)
+			}
+			if l.LockDelay != 0 {
+				snap.Version = snapshotV5
 			}
 		}
 	}
@@ -31,13 +36,43 @@ func encodeWholeSnapshot(s *State) []byte {
 				snap.Version = max(snap.Version, snapshotV2)
 			}
 			if w.Principal != "" {
-				snap.Version = snapshotV3
+				snap.Version = max(snap.Version, snapshotV3)
+			}
+			if w.Session != "" {
+				snap.Version = max(snap.Version, snapshotV4)
+			}
+			if w.LockDelay != 0 {
+				snap.Version = snapshotV5
 			}
 		}
 	}
 	for _, key := range sortedKeys(s.kv) {
 		f := s.kv[key]
 		snap.KV = append(snap.KV, snapshotKey{Key: key, Fence: f.Token, Entry: f.Entry})
+	}
+	snap.Sessions = s.captureSessions(s.now)
+	if len(snap.Sessions) > 0 {
+		snap.Version = max(snap.Version, snapshotV4)
+	}
+	for _, ss := range snap.Sessions {
+		if ss.v5() {
+			snap.Version = snapshotV5
+		}
+	}
+	for _, name := range sortedKeys(s.delays) {
+		d := s.delays[name]
+		snap.Delays = append(snap.Delays, snapshotDelay{Name: name, Until: d.Until, Ended: d.Ended, Holder: d.Holder, Token: d.Token})
+		snap.Version = snapshotV5
+	}
+	for _, name := range sortedKeys(s.revoked.byName) {
+		ts := slices.Clone(s.revoked.byName[name])
+		slices.SortFunc(ts, func(x, y tombstone) int { return cmp.Compare(x.Token, y.Token) })
+		for _, tb := range ts {
+			if tb.Until > s.now {
+				snap.Revoked = append(snap.Revoked, snapshotTombstone{Name: name, Token: tb.Token, Reason: tb.Reason, Until: tb.Until})
+				snap.Version = snapshotV5
+			}
+		}
 	}
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(&snap); err != nil {

@@ -40,6 +40,12 @@ const (
 	// fSession: after the principal, the client session (string), the
 	// seq and the floor (uvarints). Added with client sessions.
 	fSession
+	// fReason: after the session, a revocation's reason (string). Added
+	// with revocations.
+	fReason
+	// fLockDelay: after the reason, an acquire's lock-delay (zigzag
+	// varint). Added with lock-delays.
+	fLockDelay
 )
 
 // AppendBatch appends the binary encoding of b to buf.
@@ -84,6 +90,8 @@ func appendOp(buf []byte, op Op) []byte {
 	set(op.Limit != 0, fLimit)
 	set(op.Principal != "", fPrincipal)
 	set(op.Session != "", fSession)
+	set(op.Reason != "", fReason)
+	set(op.LockDelay != 0, fLockDelay)
 	buf = append(buf, byte(op.Type))
 	buf = binary.AppendUvarint(buf, flags)
 	if flags&fName != 0 {
@@ -132,6 +140,12 @@ func appendOp(buf []byte, op Op) []byte {
 		buf = appendString(buf, op.Session)
 		buf = binary.AppendUvarint(buf, op.Seq)
 		buf = binary.AppendUvarint(buf, op.Floor)
+	}
+	if flags&fReason != 0 {
+		buf = appendString(buf, op.Reason)
+	}
+	if flags&fLockDelay != 0 {
+		buf = binary.AppendVarint(buf, int64(op.LockDelay))
 	}
 	return buf
 }
@@ -237,7 +251,7 @@ func (d *decoder) op() Op {
 		return Op{}
 	}
 	flags := d.uvarint("flags")
-	if flags >= fSession<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
+	if flags >= fLockDelay<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
 		d.fail("flags")
 	}
 	if flags&fName != 0 {
@@ -291,6 +305,12 @@ func (d *decoder) op() Op {
 		op.Session = d.string("session")
 		op.Seq = d.uvarint("seq")
 		op.Floor = d.uvarint("floor")
+	}
+	if flags&fReason != 0 {
+		op.Reason = d.string("reason")
+	}
+	if flags&fLockDelay != 0 {
+		op.LockDelay = time.Duration(d.varint("lock delay"))
 	}
 	return op
 }

@@ -54,6 +54,13 @@ func codecBatches() []Batch {
 			{Type: OpAcquire, Name: "jobs", Holder: "h", TTL: sec, Limit: 3},
 			{Type: OpAcquire, Name: "jobs", Holder: "h", TTL: sec, Limit: 1000, Wait: true, WaitTimeout: sec},
 		}},
+		// Revocations (fReason) and lock-delays (fLockDelay).
+		{Now: 6, Ops: []Op{
+			{Type: OpRevoke, Name: "a", Reason: "stuck worker"},
+			{Type: OpRevoke, Name: "a", Token: 9, Reason: "ü", Principal: "ops", Session: "s", Seq: 2, Floor: 1},
+			{Type: OpAcquire, Name: "a", Holder: "h", TTL: sec, LockDelay: 15 * sec},
+			{Type: OpAcquire, Name: "a", Holder: "h", TTL: sec, Limit: 2, Wait: true, LockDelay: -1, Reason: "r"},
+		}},
 	}
 }
 
@@ -180,7 +187,7 @@ func TestDecodeCorrupt(t *testing.T) {
 		{"op count beyond the input", []byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
 		{"op count one too many", []byte{1, 0, 2, byte(OpExpire), 0}},
 		{"op type 0", []byte{1, 0, 1, 0, 0}},
-		{"op type 12", []byte{1, 0, 1, 12, 0}},
+		{"op type 13", []byte{1, 0, 1, 13, 0}},
 		{"unknown flag", []byte{1, 0, 1, byte(OpExpire), 0x80, 0x20}},
 		{"ref TTLs without refs", []byte{1, 0, 1, byte(OpRenew), 0x80, 0x08, 2}},
 		{"limit missing", []byte{1, 0, 1, byte(OpAcquire), 0x80, 0x10}},

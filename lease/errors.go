@@ -45,7 +45,29 @@ var (
 	// too old to be remembered (see session.go). The request had no
 	// effect; an earlier attempt of the same call may have had one.
 	ErrNotApplied = errors.New("lease: request below its session's floor, not applied")
+	// ErrRevoked is returned by Renew, Release, Put and Delete for a
+	// grant an operator revoked (OpRevoke), while the grant would
+	// otherwise still be live. The error is a *RevokedError, with the
+	// operator's reason; it also matches ErrStaleToken.
+	ErrRevoked = errors.New("lease: revoked by an operator")
 )
+
+// RevokedError reports a token whose grant an operator revoked, with the
+// reason given. errors.Is matches both ErrRevoked and ErrStaleToken: a
+// revoked token fences nothing, as a stale one.
+type RevokedError struct {
+	Name   string
+	Token  uint64
+	Reason string
+}
+
+func (e *RevokedError) Error() string {
+	return fmt.Sprintf("lease: %q token %d was revoked by an operator: %s", e.Name, e.Token, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrRevoked) and errors.Is(err,
+// ErrStaleToken) true.
+func (e *RevokedError) Unwrap() []error { return []error{ErrRevoked, ErrStaleToken} }
 
 // ForbiddenError reports an operation on a grant that another principal
 // acquired. It does not name that principal.
@@ -75,15 +97,26 @@ func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
 // HeldError reports that a lease is held by another holder. For a
 // semaphore with every slot held, Limit is its limit and Holder, Token
 // and Remaining describe the slot that expires first.
+//
+// With LockDelay set, the name is in a lock-delay: the grant Holder and
+// Token named expired or was revoked with a lock-delay Ended ago (in
+// cluster time), and no new grant is made for Remaining more; Ended +
+// Remaining is the grant's lock-delay.
 type HeldError struct {
 	Name      string
 	Holder    string
 	Token     uint64
 	Remaining time.Duration
 	Limit     int
+	LockDelay bool
+	Ended     time.Duration
 }
 
 func (e *HeldError) Error() string {
+	if e.LockDelay {
+		return fmt.Sprintf("lease: %q is in its lock-delay: the grant of %q (token %d) ended %s ago without a release; no new grant for %s",
+			e.Name, e.Holder, e.Token, e.Ended, e.Remaining)
+	}
 	if e.Limit > 1 {
 		return fmt.Sprintf("lease: %q has all %d slots held; the first to expire is held by %q (token %d, %s remaining)",
 			e.Name, e.Limit, e.Holder, e.Token, e.Remaining)

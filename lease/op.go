@@ -12,7 +12,7 @@ type OpType uint8
 // The operations. The numeric values are part of the log format: never
 // renumber them.
 const (
-	OpAcquire    OpType = 1  // Name, Holder, TTL, Wait, WaitTimeout, Limit, Principal
+	OpAcquire    OpType = 1  // Name, Holder, TTL, Wait, WaitTimeout, Limit, LockDelay, Principal
 	OpRenew      OpType = 2  // Refs
 	OpRelease    OpType = 3  // Name, Token
 	OpExpire     OpType = 4  // (uses the batch time)
@@ -23,13 +23,14 @@ const (
 	OpDelete     OpType = 9  // Key, Name (lease), Token
 	OpCancelWait OpType = 10 // Name, Holder, Principal
 	OpKVList     OpType = 11 // Prefix
+	OpRevoke     OpType = 12 // Name, Token (0: every grant of Name), Reason, Principal
 )
 
 var opNames = map[OpType]string{
 	OpAcquire: "acquire", OpRenew: "renew", OpRelease: "release",
 	OpExpire: "expire", OpGet: "get", OpList: "list", OpPut: "put",
 	OpKVGet: "kv_get", OpDelete: "delete", OpCancelWait: "cancel_wait",
-	OpKVList: "kv_list",
+	OpKVList: "kv_list", OpRevoke: "revoke",
 }
 
 func (t OpType) String() string {
@@ -81,6 +82,14 @@ type Op struct {
 	Session string
 	Seq     uint64
 	Floor   uint64
+	// LockDelay is an OpAcquire's lock-delay: when the grant expires or
+	// is revoked (not when it is released), no new grant of Name is made
+	// until LockDelay has passed in cluster time, counted from the expiry
+	// (or the revocation). 0 for none. See lockdelay.go.
+	LockDelay time.Duration
+	// Reason is why an OpRevoke ends the grant: the operator's words,
+	// kept for the holder (see lockdelay.go).
+	Reason string
 }
 
 // Batch is the unit of replication: operations stamped with one cluster
@@ -108,6 +117,8 @@ type Lease struct {
 	// "" if the server authenticated nobody. Only that principal may
 	// renew or release the grant or write with its token.
 	Principal string `json:",omitempty"`
+	// LockDelay is the grant's lock-delay (see Op.LockDelay), 0 for none.
+	LockDelay time.Duration `json:",omitempty"`
 }
 
 // Remaining returns how long the lease has left at cluster time now.
@@ -149,6 +160,12 @@ type Limits struct {
 	// MaxLimit is the largest semaphore limit (holders of one name at
 	// once). Default 1000.
 	MaxLimit int
+	// MaxLockDelay is the longest lock-delay of a grant. Default 1m; 0
+	// allows none.
+	MaxLockDelay time.Duration
+	// MaxReasonLen is the longest reason of a revocation in bytes.
+	// Default 256.
+	MaxReasonLen int
 }
 
 // DefaultLimits returns the default limits.
@@ -162,6 +179,8 @@ func DefaultLimits() Limits {
 		MaxWait:      5 * time.Minute,
 		MaxRenew:     10000,
 		MaxLimit:     1000,
+		MaxLockDelay: time.Minute,
+		MaxReasonLen: 256,
 	}
 }
 
@@ -231,6 +250,12 @@ func (l Limits) Validate(op Op) error {
 		if op.Limit < 0 || op.Limit > max(l.MaxLimit, 1) {
 			return invalidf("limit %d is out of range: 1 to %d holders", op.Limit, max(l.MaxLimit, 1))
 		}
+		if op.LockDelay < 0 {
+			return invalidf("lock_delay must not be negative, got %s", op.LockDelay)
+		}
+		if op.LockDelay > l.MaxLockDelay {
+			return invalidf("lock_delay %s is above the maximum of %s", op.LockDelay, l.MaxLockDelay)
+		}
 	case OpRenew:
 		if len(op.Refs) == 0 {
 			return invalidf("no leases to renew")
@@ -280,6 +305,11 @@ func (l Limits) Validate(op Op) error {
 			return err
 		}
 		return checkText("holder", op.Holder, l.MaxHolderLen)
+	case OpRevoke:
+		if err := checkText("name", op.Name, l.MaxNameLen); err != nil {
+			return err
+		}
+		return checkText("reason", op.Reason, l.MaxReasonLen)
 	case OpExpire:
 	default:
 		return invalidf("unknown operation %d", op.Type)

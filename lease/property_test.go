@@ -27,6 +27,7 @@ var (
 	propLimits  = Limits{
 		MaxNameLen: 16, MaxHolderLen: 16, MaxValueLen: 8,
 		MinTTL: sec, MaxTTL: 10 * sec, MaxWait: 20 * sec, MaxRenew: 4, MaxLimit: 4,
+		MaxLockDelay: 5 * sec, MaxReasonLen: 8,
 	}
 	// propLimit is the limit each name is usually acquired with: a plain
 	// lease and two semaphores.
@@ -52,14 +53,68 @@ type model struct {
 	queues map[string][]waiter
 	kv     map[string]modelKey
 	events []Event
+	// delays: no new grant of a name before until; the grant whose delay
+	// it is.
+	delays map[string]modelDelay
+	// tombs are the revoked grants, kept until their old expiry.
+	tombs []modelTomb
+}
+
+type modelDelay struct {
+	until time.Duration
+	grant Lease
+}
+
+type modelTomb struct {
+	name   string
+	token  uint64
+	reason string
+	until  time.Duration
 }
 
 func newModel() *model {
-	return &model{leases: map[string][]Lease{}, queues: map[string][]waiter{}, kv: map[string]modelKey{}}
+	return &model{leases: map[string][]Lease{}, queues: map[string][]waiter{}, kv: map[string]modelKey{},
+		delays: map[string]modelDelay{}}
 }
 
 func (m *model) emit(t EventType, l Lease) {
 	m.events = append(m.events, Event{Type: t, Lease: l, At: m.now})
+}
+
+// delayed returns the lock-delay of name in force now.
+func (m *model) delayed(name string) (modelDelay, bool) {
+	d, ok := m.delays[name]
+	return d, ok && d.until > m.now
+}
+
+// ended starts the lock-delay of l, which ended at from without a
+// release.
+func (m *model) ended(l Lease, from time.Duration) {
+	if l.LockDelay == 0 || from+l.LockDelay <= m.now {
+		return
+	}
+	if d, ok := m.delays[l.Name]; !ok || from+l.LockDelay > d.until {
+		m.delays[l.Name] = modelDelay{until: from + l.LockDelay, grant: l}
+	}
+}
+
+// revokedErr returns the error of a token whose grant was revoked, while
+// its tombstone is kept, or nil.
+func (m *model) revokedErr(name string, token uint64) error {
+	for _, tb := range m.tombs {
+		if tb.name == name && tb.token == token && tb.until > m.now {
+			return &RevokedError{Name: name, Token: token, Reason: tb.reason}
+		}
+	}
+	return nil
+}
+
+// stale is the error of a refused token: revoked, or stale.
+func (m *model) stale(name string, token uint64) error {
+	if err := m.revokedErr(name, token); err != nil {
+		return err
+	}
+	return errModelStale
 }
 
 // lim is how many holders a limit allows: 0 (a plain lease) allows one.
@@ -81,9 +136,10 @@ func (m *model) set(name string, ls []Lease) {
 	}
 }
 
-func (m *model) grant(name, holder string, ttl time.Duration, limit int) Lease {
+func (m *model) grant(name, holder string, ttl time.Duration, limit int, lockDelay time.Duration) Lease {
 	m.last++
-	l := Lease{Name: name, Holder: holder, Token: m.last, TTL: ttl, GrantedAt: m.now, ExpiresAt: m.now + ttl, Limit: plain(limit)}
+	l := Lease{Name: name, Holder: holder, Token: m.last, TTL: ttl, GrantedAt: m.now, ExpiresAt: m.now + ttl, Limit: plain(limit),
+		LockDelay: lockDelay}
 	m.leases[name] = append(slices.Clone(m.leases[name]), l)
 	m.emit(EventGranted, l)
 	return l
@@ -92,6 +148,9 @@ func (m *model) grant(name, holder string, ttl time.Duration, limit int) Lease {
 // free grants the free slots of name to the first waiters whose deadline
 // is still ahead, dropping the ones that gave up on the way.
 func (m *model) free(name string) {
+	if _, ok := m.delayed(name); ok {
+		return
+	}
 	q := m.queues[name]
 	for len(q) > 0 {
 		ls := m.leases[name]
@@ -101,7 +160,7 @@ func (m *model) free(name string) {
 		w := q[0]
 		q = q[1:]
 		if w.Deadline > m.now && (len(ls) == 0 || lim(w.Limit) == lim(ls[0].Limit)) {
-			m.grant(name, w.Holder, w.TTL, w.Limit)
+			m.grant(name, w.Holder, w.TTL, w.Limit, w.LockDelay)
 		}
 	}
 	if len(q) == 0 {
@@ -120,9 +179,13 @@ func (m *model) liveSlots(name string) []Lease {
 			kept = append(kept, l)
 		} else {
 			m.emit(EventExpired, l)
+			m.ended(l, l.ExpiresAt)
 		}
 	}
 	m.set(name, kept)
+	if d, ok := m.delays[name]; ok && d.until <= m.now {
+		delete(m.delays, name)
+	}
 	m.free(name)
 	return m.leases[name]
 }
@@ -161,20 +224,38 @@ func (m *model) op(op Op) Result {
 	switch op.Type {
 	case OpAcquire:
 		ls := slices.Clone(m.liveSlots(op.Name))
-		if len(ls) == 0 {
-			return Result{Lease: m.grant(op.Name, op.Holder, op.TTL, op.Limit)}
-		}
-		if lim(op.Limit) != lim(ls[0].Limit) {
+		d, delayed := m.delayed(op.Name)
+		if len(ls) > 0 && lim(op.Limit) != lim(ls[0].Limit) {
 			return Result{Err: ErrInvalid}
 		}
 		if i := slices.IndexFunc(ls, func(l Lease) bool { return l.Holder == op.Holder }); i >= 0 {
-			ls[i].TTL, ls[i].ExpiresAt = op.TTL, m.now+op.TTL
+			ls[i].TTL, ls[i].ExpiresAt, ls[i].LockDelay = op.TTL, m.now+op.TTL, op.LockDelay
 			m.leases[op.Name] = ls
 			m.removeWaiter(op.Name, op.Holder)
 			return Result{Lease: ls[i]}
 		}
-		if len(ls) < lim(ls[0].Limit) {
-			return Result{Lease: m.grant(op.Name, op.Holder, op.TTL, op.Limit)}
+		if (len(ls) == 0 || len(ls) < lim(ls[0].Limit)) && delayed {
+			// A new grant, but the name is in its lock-delay.
+			limit := 0
+			if len(ls) > 0 {
+				limit = ls[0].Limit
+			}
+			held := &HeldError{Name: op.Name, Holder: d.grant.Holder, Token: d.grant.Token, Remaining: d.until - m.now,
+				Limit: limit, LockDelay: true, Ended: m.now - (d.until - d.grant.LockDelay)}
+			if !op.Wait {
+				m.removeWaiter(op.Name, op.Holder)
+				return Result{Err: held}
+			}
+			for _, w := range m.queues[op.Name] {
+				if w.Holder != op.Holder && lim(w.Limit) != lim(op.Limit) {
+					return Result{Err: ErrInvalid}
+				}
+			}
+			m.queue(op)
+			return Result{Err: held, Queued: true}
+		}
+		if len(ls) == 0 || len(ls) < lim(ls[0].Limit) {
+			return Result{Lease: m.grant(op.Name, op.Holder, op.TTL, op.Limit, op.LockDelay)}
 		}
 		first := ls[0]
 		for _, l := range ls {
@@ -187,20 +268,14 @@ func (m *model) op(op Op) Result {
 			m.removeWaiter(op.Name, op.Holder) // a plain try stops waiting
 			return Result{Err: held}
 		}
-		w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: m.now + op.WaitTimeout, Limit: plain(op.Limit)}
-		q := m.queues[op.Name]
-		if i := slices.IndexFunc(q, func(x waiter) bool { return x.Holder == op.Holder }); i >= 0 {
-			q[i] = w
-		} else {
-			m.queues[op.Name] = append(slices.Clone(q), w)
-		}
+		m.queue(op)
 		return Result{Err: held, Queued: true}
 	case OpRenew:
 		var rr []RenewResult
 		for _, ref := range op.Refs {
 			ls, i := m.current(ref.Name, ref.Token)
 			if i < 0 {
-				rr = append(rr, RenewResult{Ref: ref, Err: errModelStale})
+				rr = append(rr, RenewResult{Ref: ref, Err: m.stale(ref.Name, ref.Token)})
 				continue
 			}
 			if ref.TTL != 0 {
@@ -214,28 +289,59 @@ func (m *model) op(op Op) Result {
 	case OpRelease:
 		ls, i := m.current(op.Name, op.Token)
 		if i < 0 {
-			return Result{Err: errModelStale}
+			return Result{Err: m.stale(op.Name, op.Token)}
 		}
 		l := ls[i]
 		m.set(op.Name, slices.Delete(ls, i, i+1))
 		m.emit(EventReleased, l)
 		m.free(op.Name)
 		return Result{}
+	case OpRevoke:
+		ls := slices.Clone(m.liveSlots(op.Name))
+		var ended, kept []Lease
+		for _, l := range ls {
+			if op.Token == 0 || l.Token == op.Token {
+				ended = append(ended, l)
+			} else {
+				kept = append(kept, l)
+			}
+		}
+		if len(ended) == 0 {
+			return Result{Err: ErrNotFound}
+		}
+		m.set(op.Name, kept)
+		for _, l := range ended {
+			m.events = append(m.events, Event{Type: EventRevoked, Lease: l, At: m.now, Reason: op.Reason})
+			m.tombs = append(m.tombs, modelTomb{name: op.Name, token: l.Token, reason: op.Reason, until: l.ExpiresAt})
+			m.ended(l, m.now)
+		}
+		m.free(op.Name)
+		return Result{Leases: ended}
 	case OpExpire:
+		// Every name with an expired grant or a passed lock-delay is
+		// settled, in order of (that time, name).
 		for {
-			var first *Lease
-			for _, ls := range m.leases {
-				for _, l := range ls {
-					if l.ExpiresAt <= m.now && (first == nil || l.ExpiresAt < first.ExpiresAt ||
-						l.ExpiresAt == first.ExpiresAt && l.Name < first.Name) {
-						first = &l
-					}
+			var (
+				at    time.Duration
+				first string
+			)
+			due := func(t time.Duration, name string) {
+				if t <= m.now && (first == "" || t < at || t == at && name < first) {
+					at, first = t, name
 				}
 			}
-			if first == nil {
+			for _, ls := range m.leases {
+				for _, l := range ls {
+					due(l.ExpiresAt, l.Name)
+				}
+			}
+			for name, d := range m.delays {
+				due(d.until, name)
+			}
+			if first == "" {
 				return Result{}
 			}
-			m.liveSlots(first.Name)
+			m.liveSlots(first)
 		}
 	case OpGet:
 		ls := m.liveSlots(op.Name)
@@ -257,7 +363,7 @@ func (m *model) op(op Op) Result {
 		// lease (a held slot of a semaphore), and not lower than the
 		// key's fence.
 		if _, i := m.current(op.Name, op.Token); i < 0 {
-			return Result{Err: errModelStale}
+			return Result{Err: m.stale(op.Name, op.Token)}
 		}
 		k := m.kv[op.Key]
 		if op.Token < k.fence {
@@ -299,14 +405,33 @@ func (m *model) op(op Op) Result {
 	return Result{Err: ErrInvalid}
 }
 
+// queue queues op's holder, or updates its place.
+func (m *model) queue(op Op) {
+	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: m.now + op.WaitTimeout, Limit: plain(op.Limit), LockDelay: op.LockDelay}
+	q := m.queues[op.Name]
+	if i := slices.IndexFunc(q, func(x waiter) bool { return x.Holder == op.Holder }); i >= 0 {
+		q[i] = w
+	} else {
+		m.queues[op.Name] = append(slices.Clone(q), w)
+	}
+}
+
 // errKind reduces an error to what the model can predict.
 func errKind(err error) string {
-	var held *HeldError
+	var (
+		held    *HeldError
+		revoked *RevokedError
+	)
 	switch {
 	case err == nil:
 		return ""
 	case errors.As(err, &held):
 		return fmt.Sprintf("held %+v", *held)
+	case errors.As(err, &revoked):
+		if !errors.Is(err, ErrStaleToken) || !errors.Is(err, ErrRevoked) {
+			return "revoked, not matching ErrStaleToken and ErrRevoked"
+		}
+		return fmt.Sprintf("revoked %+v", *revoked)
 	case errors.Is(err, ErrStaleToken):
 		return "stale"
 	case errors.Is(err, ErrNotFound):
@@ -359,11 +484,15 @@ type history struct {
 	granted   map[uint64]string          // the name each token was granted for
 	endedNow  map[uint64]bool            // tokens whose grant ended in the last batch
 	endedOld  map[uint64]bool            // tokens whose grant ended in an earlier batch
+	// delayed is when the lock-delays of each name end: no grant
+	// before.
+	delayed map[string]time.Duration
 }
 
 func newHistory() *history {
 	return &history{live: map[string][]Lease{}, ended: map[string][]time.Duration{}, fences: map[string]uint64{},
-		granted: map[uint64]string{}, endedNow: map[uint64]bool{}, endedOld: map[uint64]bool{}}
+		granted: map[uint64]string{}, endedNow: map[uint64]bool{}, endedOld: map[uint64]bool{},
+		delayed: map[string]time.Duration{}}
 }
 
 // liveCount returns the number of live grants of all names.
@@ -411,9 +540,12 @@ func (h *history) check(ev []Event, now time.Duration) error {
 			if e.Lease.GrantedAt != e.At || e.Lease.ExpiresAt != e.At+e.Lease.TTL {
 				return fmt.Errorf("grant %+v at %s has the wrong times", e.Lease, e.At)
 			}
+			if until := h.delayed[name]; e.At < until {
+				return fmt.Errorf("grant %+v at %s, in the lock-delay of %s that ends at %s", e.Lease, e.At, name, until)
+			}
 			h.live[name] = append(live, e.Lease)
 			h.granted[e.Lease.Token] = name
-		case EventReleased, EventExpired:
+		case EventReleased, EventExpired, EventRevoked:
 			live := h.live[name]
 			i := slices.IndexFunc(live, func(l Lease) bool { return l.Token == e.Lease.Token })
 			if i < 0 {
@@ -432,7 +564,14 @@ func (h *history) check(ev []Event, now time.Duration) error {
 				}
 				end = e.Lease.ExpiresAt
 			} else if e.Lease.ExpiresAt <= e.At {
-				return fmt.Errorf("released %+v at %s, after its expiry", e.Lease, e.At)
+				return fmt.Errorf("%s %+v at %s, after its expiry", e.Type, e.Lease, e.At)
+			}
+			if (e.Type == EventRevoked) != (e.Reason != "") {
+				return fmt.Errorf("%s %+v with the reason %q", e.Type, e.Lease, e.Reason)
+			}
+			if e.Type != EventReleased {
+				// Expired or revoked: the lock-delay runs from the end.
+				h.delayed[name] = max(h.delayed[name], end+e.Lease.LockDelay)
 			}
 			h.ended[name] = append(h.ended[name], end)
 			h.endedNow[e.Lease.Token] = true
@@ -499,10 +638,19 @@ func drawOp(t *rapid.T, s *State) Op {
 		return rapid.Uint64Range(1, s.LastToken()+1).Draw(t, label)
 	}
 	ttl := time.Duration(rapid.IntRange(1, 10).Draw(t, "ttl")) * sec
-	switch rapid.IntRange(0, 12).Draw(t, "op") {
+	switch rapid.IntRange(0, 14).Draw(t, "op") {
+	case 13:
+		op := Op{Type: OpRevoke, Name: name, Reason: rapid.SampledFrom([]string{"r", "stuck"}).Draw(t, "reason")}
+		if rapid.Bool().Draw(t, "revoke one") {
+			op.Token = token("token", name)
+		}
+		return op
 	case 0, 1, 2:
 		op := acq(name, holder, ttl)
 		op.Limit = propLimit[name]
+		if rapid.IntRange(0, 2).Draw(t, "lock delay?") == 0 {
+			op.LockDelay = time.Duration(rapid.IntRange(0, 5).Draw(t, "lock delay")) * sec
+		}
 		if rapid.IntRange(0, 5).Draw(t, "other limit") == 0 {
 			op.Limit = rapid.IntRange(0, propLimits.MaxLimit).Draw(t, "limit")
 		}
@@ -602,6 +750,11 @@ func TestProperties(t *testing.T) {
 					acqWait("a", "h1", sec, propLimits.MaxWait+1),
 					{Type: OpAcquire, Name: "b", Holder: "h1", TTL: sec, Limit: propLimits.MaxLimit + 1},
 					{Type: OpAcquire, Name: "b", Holder: "h1", TTL: sec, Limit: -1},
+					{Type: OpAcquire, Name: "a", Holder: "h1", TTL: sec, LockDelay: propLimits.MaxLockDelay + 1},
+					{Type: OpAcquire, Name: "a", Holder: "h1", TTL: sec, LockDelay: -1},
+					{Type: OpRevoke, Name: "a"},
+					{Type: OpRevoke, Name: "a", Reason: "too long a reason"},
+					{Type: OpRevoke, Reason: "r"},
 				}).Draw(t, "invalid op")
 			}
 
@@ -633,7 +786,7 @@ func TestProperties(t *testing.T) {
 			mres2, mev2 := ref.apply(b)
 			for i := range ops {
 				if got, want := normalize(res[i]), normalize(mres2[i]); !reflect.DeepEqual(got, want) {
-					t.Fatalf("step %d op %d %+v:\n got  %+v\n want %+v", step, i, ops[i], got, want)
+					t.Fatalf("step %d op %d %+v:\n got  %+v\n want %+v\nqueues %+v delays %+v\nmodel queues %+v delays %+v", step, i, ops[i], got, want, s.queues, s.delays, ref.queues, ref.delays)
 				}
 			}
 			if !reflect.DeepEqual(ev, mev2) && (len(ev) > 0 || len(mev2) > 0) {
@@ -657,23 +810,32 @@ func TestProperties(t *testing.T) {
 			if len(stored) != hist.liveCount() {
 				t.Fatalf("%d stored grants, %d known from the events", len(stored), hist.liveCount())
 			}
-			var minExp time.Duration
-			for i, l := range stored {
+			for name := range propLimit {
+				until, ok := s.Delayed(name)
+				if want := hist.delayed[name]; ok != (want > s.Now()) || ok && until != want {
+					t.Fatalf("lock-delay of %s: %s, %v; the events say until %s (now %s)", name, until, ok, want, s.Now())
+				}
+			}
+			// Every grant and every lock-delay stored is due at some
+			// time; NextDeadline is the earliest.
+			var due []time.Duration
+			for _, l := range stored {
 				if !slices.ContainsFunc(hist.live[l.Name], func(g Lease) bool { return g.Token == l.Token }) {
 					t.Fatalf("stored %+v, events say %+v", l, hist.live[l.Name])
 				}
 				if n := len(s.Slots(l.Name)); n > lim(l.Limit) {
 					t.Fatalf("%d grants of %s stored, more than its limit %d", n, l.Name, lim(l.Limit))
 				}
-				if i == 0 || l.ExpiresAt < minExp {
-					minExp = l.ExpiresAt
-				}
+				due = append(due, l.ExpiresAt)
 			}
-			if d, ok := s.NextDeadline(); ok != (len(stored) > 0) || ok && d != minExp {
-				t.Fatalf("NextDeadline = %s, %v; earliest stored expiry %s of %d", d, ok, minExp, len(stored))
+			for _, d := range s.delays {
+				due = append(due, d.Until)
 			}
-			if n := len(s.expiries); n > 2*s.Len()+64 {
-				t.Fatalf("expiry heap holds %d entries for %d grants", n, s.Len())
+			if d, ok := s.NextDeadline(); ok != (len(due) > 0) || ok && d != slices.Min(due) {
+				t.Fatalf("NextDeadline = %s, %v; expiries and delays stored %v", d, ok, due)
+			}
+			if n := len(s.expiries); n > 2*(s.Len()+len(s.delays))+64 {
+				t.Fatalf("expiry heap holds %d entries for %d grants and %d delays", n, s.Len(), len(s.delays))
 			}
 			for name, ls := range s.leases.all() {
 				if p, q := s.leases.one[name], s.leases.many[name]; len(ls) == 0 || p != nil && q != nil || len(q) == 1 {
@@ -681,8 +843,8 @@ func TestProperties(t *testing.T) {
 				}
 			}
 			for name := range s.queues {
-				if len(s.leases.get(name)) == 0 {
-					t.Fatalf("queue for %s, which has no lease", name)
+				if _, delayed := s.delays[name]; len(s.leases.get(name)) == 0 && !delayed {
+					t.Fatalf("queue for %s, which has no lease and no lock-delay", name)
 				}
 			}
 
@@ -768,20 +930,26 @@ func TestCheckersCanFail(t *testing.T) {
 	s2 := Lease{Name: "n", Holder: "h2", Token: 2, TTL: 10 * sec, ExpiresAt: 10 * sec, Limit: 2}
 	s3 := Lease{Name: "n", Holder: "h3", Token: 3, TTL: 10 * sec, ExpiresAt: 10 * sec, Limit: 2}
 	s3late := Lease{Name: "n", Holder: "h3", Token: 3, TTL: 10 * sec, GrantedAt: 5 * sec, ExpiresAt: 15 * sec, Limit: 2}
+	d1 := Lease{Name: "n", Holder: "h1", Token: 1, TTL: 10 * sec, ExpiresAt: 10 * sec, LockDelay: 5 * sec}
+	d2 := Lease{Name: "n", Holder: "h2", Token: 2, TTL: 10 * sec, GrantedAt: 12 * sec, ExpiresAt: 22 * sec}
 	for _, tc := range []struct {
 		name string
 		ev   []Event
 	}{
-		{"two live grants", []Event{{EventGranted, g1, 0}, {EventGranted, g2, 5 * sec}}},
-		{"expired before its expiry", []Event{{EventGranted, g1, 0}, {EventExpired, g1, 5 * sec}}},
-		{"grant overlapping the expired one", []Event{{EventGranted, g1, 0}, {EventExpired, g1, 12 * sec}, {EventGranted, g2, 5 * sec}}},
-		{"grant with the wrong times", []Event{{EventGranted, g2, 6 * sec}}},
-		{"token reused", []Event{{EventGranted, g1, 0}, {EventGranted, old, 5 * sec}}},
-		{"release after expiry", []Event{{EventGranted, g1, 0}, {EventReleased, g1, 10 * sec}}},
-		{"release of another grant", []Event{{EventGranted, g1, 0}, {EventReleased, g2, 5 * sec}}},
-		{"three holders of a limit-2 semaphore", []Event{{EventGranted, s1, 0}, {EventGranted, s2, 0}, {EventGranted, s3, 0}}},
-		{"a slot granted before another ended", []Event{{EventGranted, s1, 0}, {EventGranted, s2, 0}, {EventExpired, s1, 12 * sec}, {EventGranted, s3late, 5 * sec}}},
-		{"grants of a name with two limits", []Event{{EventGranted, s1, 0}, {EventGranted, g2, 0}}},
+		{"two live grants", []Event{{Type: EventGranted, Lease: g1, At: 0}, {Type: EventGranted, Lease: g2, At: 5 * sec}}},
+		{"expired before its expiry", []Event{{Type: EventGranted, Lease: g1, At: 0}, {Type: EventExpired, Lease: g1, At: 5 * sec}}},
+		{"grant overlapping the expired one", []Event{{Type: EventGranted, Lease: g1, At: 0}, {Type: EventExpired, Lease: g1, At: 12 * sec}, {Type: EventGranted, Lease: g2, At: 5 * sec}}},
+		{"grant with the wrong times", []Event{{Type: EventGranted, Lease: g2, At: 6 * sec}}},
+		{"token reused", []Event{{Type: EventGranted, Lease: g1, At: 0}, {Type: EventGranted, Lease: old, At: 5 * sec}}},
+		{"release after expiry", []Event{{Type: EventGranted, Lease: g1, At: 0}, {Type: EventReleased, Lease: g1, At: 10 * sec}}},
+		{"release of another grant", []Event{{Type: EventGranted, Lease: g1, At: 0}, {Type: EventReleased, Lease: g2, At: 5 * sec}}},
+		{"three holders of a limit-2 semaphore", []Event{{Type: EventGranted, Lease: s1, At: 0}, {Type: EventGranted, Lease: s2, At: 0}, {Type: EventGranted, Lease: s3, At: 0}}},
+		{"a slot granted before another ended", []Event{{Type: EventGranted, Lease: s1, At: 0}, {Type: EventGranted, Lease: s2, At: 0}, {Type: EventExpired, Lease: s1, At: 12 * sec}, {Type: EventGranted, Lease: s3late, At: 5 * sec}}},
+		{"grants of a name with two limits", []Event{{Type: EventGranted, Lease: s1, At: 0}, {Type: EventGranted, Lease: g2, At: 0}}},
+		{"grant in a lock-delay after expiry", []Event{{Type: EventGranted, Lease: d1, At: 0}, {Type: EventExpired, Lease: d1, At: 12 * sec}, {Type: EventGranted, Lease: d2, At: 12 * sec}}},
+		{"grant in a lock-delay after a revocation", []Event{{Type: EventGranted, Lease: d1, At: 0}, {Type: EventRevoked, Lease: d1, At: 8 * sec, Reason: "r"}, {Type: EventGranted, Lease: d2, At: 12 * sec}}},
+		{"revoked after its expiry", []Event{{Type: EventGranted, Lease: g1, At: 0}, {Type: EventRevoked, Lease: g1, At: 10 * sec, Reason: "r"}}},
+		{"revoked without a reason", []Event{{Type: EventGranted, Lease: g1, At: 0}, {Type: EventRevoked, Lease: g1, At: 5 * sec}}},
 	} {
 		h := newHistory()
 		var err error
@@ -795,11 +963,11 @@ func TestCheckersCanFail(t *testing.T) {
 		}
 	}
 	h = newHistory()
-	if err := h.check([]Event{{EventGranted, g1, 0}}, 0); err != nil {
+	if err := h.check([]Event{{Type: EventGranted, Lease: g1, At: 0}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	g3 := Lease{Name: "n", Holder: "h2", Token: 2, TTL: 10 * sec, GrantedAt: 10 * sec, ExpiresAt: 20 * sec}
-	if err := h.check([]Event{{EventExpired, g1, 10 * sec}, {EventGranted, g3, 10 * sec}}, 10*sec); err != nil {
+	if err := h.check([]Event{{Type: EventExpired, Lease: g1, At: 10 * sec}, {Type: EventGranted, Lease: g3, At: 10 * sec}}, 10*sec); err != nil {
 		t.Fatalf("a correct history rejected: %v", err)
 	}
 }

@@ -79,7 +79,7 @@ type sessionKey struct{ principal, id string }
 // call of a session.
 func sessioned(t OpType) bool {
 	switch t {
-	case OpAcquire, OpRenew, OpRelease, OpPut, OpDelete:
+	case OpAcquire, OpRenew, OpRelease, OpPut, OpDelete, OpRevoke:
 		return true
 	}
 	return false
@@ -246,6 +246,8 @@ type snapshotResult struct {
 	Queued   bool            `json:"queued,omitempty"`
 	Renewed  []snapshotRenew `json:"renewed,omitempty"`
 	Revision uint64          `json:"revision,omitempty"`
+	// Leases are the grants an OpRevoke ended (version 5).
+	Leases []Lease `json:"leases,omitempty"`
 }
 
 type snapshotRenew struct {
@@ -256,7 +258,7 @@ type snapshotRenew struct {
 
 // snapshotError is an error of a remembered result.
 type snapshotError struct {
-	Kind      string        `json:"kind"` // held, stale, forbidden, not_found, invalid, not_applied
+	Kind      string        `json:"kind"` // held, stale, forbidden, revoked, not_found, invalid, not_applied
 	Name      string        `json:"name,omitempty"`
 	Holder    string        `json:"holder,omitempty"`
 	Token     uint64        `json:"token,omitempty"`
@@ -266,6 +268,11 @@ type snapshotError struct {
 	Principal string        `json:"principal,omitempty"`
 	Action    string        `json:"action,omitempty"`
 	Message   string        `json:"message,omitempty"`
+	// LockDelay marks a held error of a lock-delay, and Reason is a
+	// revoked error's reason (version 5).
+	LockDelay bool          `json:"lock_delay,omitempty"`
+	Ended     time.Duration `json:"ended,omitempty"`
+	Reason    string        `json:"reason,omitempty"`
 }
 
 // captureSessions returns the sessions live at now, sorted by principal
@@ -301,8 +308,26 @@ func (s *State) captureSessions(now time.Duration) []snapshotSession {
 	return out
 }
 
+// v5 reports whether the session's results need snapshot version 5.
+func (c snapshotSession) v5() bool {
+	for _, r := range c.Results {
+		if len(r.Leases) > 0 || r.Err.v5() {
+			return true
+		}
+		for _, rr := range r.Renewed {
+			if rr.Err.v5() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (e *snapshotError) v5() bool { return e != nil && (e.Kind == "revoked" || e.LockDelay) }
+
 func resultToSnapshot(seq uint64, r Result) snapshotResult {
-	out := snapshotResult{Seq: seq, Now: r.Now, Err: errorToSnapshot(r.Err), Queued: r.Queued, Revision: r.Revision}
+	out := snapshotResult{Seq: seq, Now: r.Now, Err: errorToSnapshot(r.Err), Queued: r.Queued, Revision: r.Revision,
+		Leases: r.Leases}
 	if r.Lease != (Lease{}) {
 		l := r.Lease
 		out.Lease = &l
@@ -319,7 +344,7 @@ func resultToSnapshot(seq uint64, r Result) snapshotResult {
 }
 
 func (r snapshotResult) result() (Result, error) {
-	out := Result{Now: r.Now, Queued: r.Queued, Revision: r.Revision}
+	out := Result{Now: r.Now, Queued: r.Queued, Revision: r.Revision, Leases: r.Leases}
 	var err error
 	if out.Err, err = r.Err.error(); err != nil {
 		return Result{}, err
@@ -345,7 +370,11 @@ func errorToSnapshot(err error) *snapshotError {
 		return nil
 	}
 	if e, ok := errors.AsType[*HeldError](err); ok {
-		return &snapshotError{Kind: "held", Name: e.Name, Holder: e.Holder, Token: e.Token, Remaining: e.Remaining, Limit: e.Limit}
+		return &snapshotError{Kind: "held", Name: e.Name, Holder: e.Holder, Token: e.Token, Remaining: e.Remaining, Limit: e.Limit,
+			LockDelay: e.LockDelay, Ended: e.Ended}
+	}
+	if e, ok := errors.AsType[*RevokedError](err); ok {
+		return &snapshotError{Kind: "revoked", Name: e.Name, Token: e.Token, Reason: e.Reason}
 	}
 	if e, ok := errors.AsType[*StaleError](err); ok {
 		return &snapshotError{Kind: "stale", Name: e.Name, Token: e.Token, Detail: e.Detail}
@@ -379,7 +408,9 @@ func (e *snapshotError) error() (error, error) {
 	}
 	switch e.Kind {
 	case "held":
-		return &HeldError{Name: e.Name, Holder: e.Holder, Token: e.Token, Remaining: e.Remaining, Limit: e.Limit}, nil
+		return &HeldError{Name: e.Name, Holder: e.Holder, Token: e.Token, Remaining: e.Remaining, Limit: e.Limit, LockDelay: e.LockDelay, Ended: e.Ended}, nil
+	case "revoked":
+		return &RevokedError{Name: e.Name, Token: e.Token, Reason: e.Reason}, nil
 	case "stale":
 		return &StaleError{Name: e.Name, Token: e.Token, Detail: e.Detail}, nil
 	case "forbidden":

@@ -31,11 +31,19 @@ import (
 // Version 4 adds client sessions ("sessions", after "kv": see session.go)
 // and the session and seq of a waiter. It is written only when a session
 // is live or a waiter has one.
+//
+// Version 5 adds lock-delays and revocations (see lockdelay.go): the
+// "LockDelay" of grants and waiters, the lock-delays of names ("delays",
+// after "kv" and the sessions) and the tombstones of revoked grants
+// ("revoked", last), and in session results the grants a revocation
+// ended ("leases"), revoked errors and held errors of a lock-delay. It is
+// written only when any of them is there.
 const (
 	snapshotV1 = 1
 	snapshotV2 = 2
 	snapshotV3 = 3
 	snapshotV4 = 4
+	snapshotV5 = 5
 )
 
 type snapshot struct {
@@ -46,8 +54,11 @@ type snapshot struct {
 	Leases    []Lease         `json:"leases"`
 	Queues    []snapshotQueue `json:"queues"`
 	KV        []snapshotKey   `json:"kv"`
-	// Sessions are written by hand after KV, only in version 4.
+	// Sessions are written by hand after KV, only in versions 4 and 5.
 	Sessions []snapshotSession `json:"sessions,omitempty"`
+	// Delays and Revoked follow, only in version 5.
+	Delays  []snapshotDelay     `json:"delays,omitempty"`
+	Revoked []snapshotTombstone `json:"revoked,omitempty"`
 }
 
 type snapshotQueue struct {
@@ -81,6 +92,8 @@ type Capture struct {
 	queues    []snapshotQueue
 	kv        []snapshotKey
 	sessions  []snapshotSession
+	delays    []snapshotDelay
+	revoked   []snapshotTombstone
 }
 
 // Capture returns a copy of s as it is now. It costs a pointer per grant
@@ -105,6 +118,8 @@ func (s *State) Capture() *Capture {
 		c.kv = append(c.kv, snapshotKey{Key: key, Fence: f.Token, Entry: f.Entry})
 	}
 	c.sessions = s.captureSessions(s.now)
+	c.delays = s.captureDelays()
+	c.revoked = s.captureTombstones(s.now)
 	return c
 }
 
@@ -114,8 +129,9 @@ func (c *Capture) Grants() int { return len(c.leases) }
 // Write writes the captured state to w, one element at a time: the same
 // bytes as encoding/json's encoder gives for the whole snapshot at once,
 // sorted by name (grants of a semaphore by token) and key, version 1
-// unless a semaphore is held or waited for (2) or a grant or waiter has a
-// principal (3).
+// unless a semaphore is held or waited for (2), a grant or waiter has a
+// principal (3), a session is live (4) or a lock-delay or revocation is
+// kept (5).
 func (c *Capture) Write(w io.Writer) error {
 	slices.SortFunc(c.leases, func(a, b *Lease) int {
 		if n := strings.Compare(a.Name, b.Name); n != 0 {
@@ -133,6 +149,9 @@ func (c *Capture) Write(w io.Writer) error {
 		if l.Principal != "" {
 			version = max(version, snapshotV3)
 		}
+		if l.LockDelay != 0 {
+			version = snapshotV5
+		}
 	}
 	for _, q := range c.queues {
 		for _, wt := range q.Waiters {
@@ -143,12 +162,23 @@ func (c *Capture) Write(w io.Writer) error {
 				version = max(version, snapshotV3)
 			}
 			if wt.Session != "" {
-				version = snapshotV4
+				version = max(version, snapshotV4)
+			}
+			if wt.LockDelay != 0 {
+				version = snapshotV5
 			}
 		}
 	}
 	if len(c.sessions) > 0 {
-		version = snapshotV4
+		version = max(version, snapshotV4)
+	}
+	for _, ss := range c.sessions {
+		if ss.v5() {
+			version = snapshotV5
+		}
+	}
+	if len(c.delays) > 0 || len(c.revoked) > 0 {
+		version = snapshotV5
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	ew := &errWriter{w: bw}
@@ -162,9 +192,16 @@ func (c *Capture) Write(w io.Writer) error {
 	ew.write(head[:cut])
 	writeArray(ew, "leases", c.leases, false)
 	writeArray(ew, "queues", c.queues, false)
-	writeArray(ew, "kv", c.kv, len(c.sessions) == 0)
+	// The arrays after kv are left out when empty (omitempty).
+	writeArray(ew, "kv", c.kv, len(c.sessions)+len(c.delays)+len(c.revoked) == 0)
 	if len(c.sessions) > 0 {
-		writeArray(ew, "sessions", c.sessions, true)
+		writeArray(ew, "sessions", c.sessions, len(c.delays)+len(c.revoked) == 0)
+	}
+	if len(c.delays) > 0 {
+		writeArray(ew, "delays", c.delays, len(c.revoked) == 0)
+	}
+	if len(c.revoked) > 0 {
+		writeArray(ew, "revoked", c.revoked, true)
 	}
 	ew.write([]byte("}\n"))
 	if ew.err != nil {
@@ -217,11 +254,14 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := json.NewDecoder(r).Decode(&snap); err != nil {
 		return nil, fmt.Errorf("lease: read snapshot: %w", err)
 	}
-	if snap.Version < snapshotV1 || snap.Version > snapshotV4 {
-		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV4)
+	if snap.Version < snapshotV1 || snap.Version > snapshotV5 {
+		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV5)
 	}
 	if snap.Version < snapshotV4 && len(snap.Sessions) > 0 {
 		return nil, fmt.Errorf("lease: version %d snapshot has sessions", snap.Version)
+	}
+	if snap.Version < snapshotV5 && (len(snap.Delays) > 0 || len(snap.Revoked) > 0) {
+		return nil, fmt.Errorf("lease: version %d snapshot has lock-delays or revocations", snap.Version)
 	}
 	s := New()
 	s.now, s.lastToken, s.revision = snap.Now, snap.LastToken, snap.Revision
@@ -238,12 +278,20 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		s.pushExpiry(l)
 	}
 	for _, q := range snap.Queues {
+		for _, w := range q.Waiters {
+			if snap.Version < snapshotV5 && w.LockDelay != 0 {
+				return nil, fmt.Errorf("lease: version %d snapshot has a lock-delay on a waiter of %q", snap.Version, q.Name)
+			}
+		}
 		s.queues[q.Name] = q.Waiters
 	}
 	for _, k := range snap.KV {
 		s.kv[k.Key] = &fence{Token: k.Fence, Entry: k.Entry}
 	}
 	if err := s.restoreSessions(snap.Sessions); err != nil {
+		return nil, err
+	}
+	if err := s.restoreDelays(snap.Delays, snap.Revoked); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -257,6 +305,8 @@ func checkSlot(v int, ls []*Lease, l *Lease) error {
 		return fmt.Errorf("lease: version 1 snapshot has a limit on %q", l.Name)
 	case v < snapshotV3 && l.Principal != "":
 		return fmt.Errorf("lease: version %d snapshot has a principal on %q", v, l.Name)
+	case v < snapshotV5 && l.LockDelay != 0:
+		return fmt.Errorf("lease: version %d snapshot has a lock-delay on %q", v, l.Name)
 	case l.Limit < 0 || l.Limit == 1:
 		return fmt.Errorf("lease: snapshot has the limit %d on %q", l.Limit, l.Name)
 	case len(ls) == 0:

@@ -19,6 +19,9 @@ const (
 	EventGranted  EventType = 1
 	EventReleased EventType = 2
 	EventExpired  EventType = 3
+	// EventRevoked is a grant an operator ended (OpRevoke); the event's
+	// Reason says why.
+	EventRevoked EventType = 4
 )
 
 func (t EventType) String() string {
@@ -29,17 +32,21 @@ func (t EventType) String() string {
 		return "released"
 	case EventExpired:
 		return "expired"
+	case EventRevoked:
+		return "revoked"
 	}
 	return "unknown"
 }
 
-// Event is a grant, release or expiry produced by Apply, in commit order.
-// Renewals produce no event.
+// Event is a grant, release, expiry or revocation produced by Apply, in
+// commit order. Renewals produce no event.
 type Event struct {
 	Type  EventType
 	Lease Lease
 	// At is the cluster time of the batch that produced the event.
 	At time.Duration
+	// Reason is the operator's reason of an EventRevoked.
+	Reason string
 }
 
 // RenewResult is the outcome for one Ref of an OpRenew.
@@ -63,7 +70,8 @@ type Result struct {
 	// Renewed has one entry per Ref of an OpRenew.
 	Renewed []RenewResult
 	// Leases lists the live leases for OpList, sorted by name and, within
-	// a semaphore, by token; for OpGet, the live slots of the name.
+	// a semaphore, by token; for OpGet, the live slots of the name; for
+	// OpRevoke, the grants it ended, in the order granted.
 	Leases []Lease
 	// Entry is the value for OpKVGet.
 	Entry Entry
@@ -94,6 +102,9 @@ type waiter struct {
 	// waiter, whose result its grant becomes (see session.go).
 	Session string `json:",omitempty"`
 	Seq     uint64 `json:",omitempty"`
+	// LockDelay is the lock-delay the waiter asked for, given to its
+	// grant.
+	LockDelay time.Duration `json:",omitempty"`
 }
 
 type fence struct {
@@ -118,6 +129,11 @@ type State struct {
 	// sessionSweep is the cluster time of their next sweep.
 	sessions     map[sessionKey]*session
 	sessionSweep time.Duration
+	// delays are the lock-delays in force, or passed and not yet
+	// settled, by name; revoked are the tombstones of revoked grants
+	// (see lockdelay.go).
+	delays  map[string]delay
+	revoked tombstones
 }
 
 // New returns an empty state at cluster time zero.
@@ -128,6 +144,8 @@ func New() *State {
 		kv:     make(map[string]*fence),
 
 		sessions: make(map[sessionKey]*session),
+		delays:   make(map[string]delay),
+		revoked:  tombstones{byName: make(map[string][]tombstone)},
 	}
 }
 
@@ -241,12 +259,20 @@ func (s *State) Queues(prefix string) map[string][]string {
 	return out
 }
 
-// NextDeadline returns the earliest cluster time at which a lease expires,
-// and false if no lease is held. The node's expirer proposes an OpExpire
-// stamped at or after it.
+// NextDeadline returns the earliest cluster time at which a lease expires
+// or a lock-delay ends, and false if there is neither. The node's expirer
+// proposes an OpExpire stamped at or after it.
 func (s *State) NextDeadline() (time.Duration, bool) {
 	for s.expiries.Len() > 0 {
 		top := s.expiries[0]
+		if top.token == 0 {
+			// The end of a lock-delay (see lockdelay.go).
+			if d, ok := s.delays[top.name]; ok && d.Until == top.at {
+				return top.at, true
+			}
+			heap.Pop(&s.expiries)
+			continue
+		}
 		l := s.slot(top.name, top.token)
 		switch {
 		case l == nil:
@@ -288,6 +314,10 @@ type applier struct {
 
 func (a *applier) emit(t EventType, l Lease) {
 	a.events = append(a.events, Event{Type: t, Lease: l, At: a.now})
+}
+
+func (a *applier) emitRevoked(l Lease, reason string) {
+	a.events = append(a.events, Event{Type: EventRevoked, Lease: l, At: a.now, Reason: reason})
 }
 
 func (a *applier) apply(op Op) Result {
@@ -336,6 +366,8 @@ func (a *applier) applyOp(op Op) Result {
 		}
 		a.removeWaiter(op.Name, op.Holder)
 		return Result{}
+	case OpRevoke:
+		return a.revoke(op)
 	case OpKVList:
 		var out []Entry
 		for _, key := range sortedKeys(a.s.kv) {
@@ -366,8 +398,8 @@ func (a *applier) live(name string) []*Lease {
 }
 
 // settle frees the grants of name that have expired by a.now, in the
-// order granted, and then grants free slots to the first waiters still
-// waiting.
+// order granted (starting their lock-delays), ends a lock-delay that has
+// passed, and then grants free slots to the first waiters still waiting.
 func (a *applier) settle(name string) {
 	ls := a.s.leases.get(name)
 	for i, l := range ls {
@@ -383,9 +415,15 @@ func (a *applier) settle(name string) {
 				continue
 			}
 			a.emit(EventExpired, *l)
+			// The lock-delay counts from the expiry, not from when it
+			// was noticed.
+			a.startDelay(l, l.ExpiresAt)
 		}
 		a.setSlots(name, kept)
 		break
+	}
+	if d, ok := a.s.delays[name]; ok && d.Until <= a.now {
+		delete(a.s.delays, name)
 	}
 	a.grantWaiters(name)
 }
@@ -395,8 +433,12 @@ func (a *applier) setSlots(name string, ls []*Lease) {
 }
 
 // grantWaiters grants name to waiters, first first, while it has a free
-// slot, dropping the waiters whose deadline has passed on the way.
+// slot and no lock-delay, dropping the waiters whose deadline has passed
+// on the way.
 func (a *applier) grantWaiters(name string) {
+	if _, ok := a.delayed(name); ok {
+		return // the waiters keep their places until the delay ends
+	}
 	q := a.s.queues[name]
 	for len(q) > 0 {
 		ls := a.s.leases.get(name)
@@ -413,7 +455,7 @@ func (a *applier) grantWaiters(name string) {
 			// queued), but a log must apply the same way forever.
 			continue
 		}
-		a.granted(w, a.grant(name, w.Holder, w.TTL, w.Limit, w.Principal))
+		a.granted(w, a.grant(name, w.Holder, w.TTL, w.Limit, w.Principal, w.LockDelay))
 	}
 	if len(q) == 0 {
 		delete(a.s.queues, name)
@@ -422,7 +464,7 @@ func (a *applier) grantWaiters(name string) {
 	}
 }
 
-func (a *applier) grant(name, holder string, ttl time.Duration, limit int, principal string) *Lease {
+func (a *applier) grant(name, holder string, ttl time.Duration, limit int, principal string, lockDelay time.Duration) *Lease {
 	a.s.lastToken++
 	if limit <= 1 {
 		limit = 0 // a plain lease
@@ -438,6 +480,7 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int, princ
 		ExpiresAt: a.now + ttl,
 		Limit:     limit,
 		Principal: unique.Make(principal).Value(),
+		LockDelay: lockDelay,
 	}
 	a.s.leases.set(name, append(a.s.leases.get(name), l))
 	a.s.pushExpiry(l)
@@ -455,7 +498,7 @@ func (s *State) pushExpiry(l *Lease) {
 	// top, and a Manager never calls it, so compact once the heap is much
 	// larger than the set of leases. Which entries the heap holds never
 	// changes what Apply does.
-	if n := len(s.expiries); n > 64 && n > 2*s.leases.names() && n > 2*s.Len() {
+	if n := len(s.expiries); n > 64 && n > 2*(s.leases.names()+len(s.delays)) && n > 2*(s.Len()+len(s.delays)) {
 		s.compactExpiries()
 	}
 }
@@ -481,6 +524,13 @@ func (s *State) compactExpiries() {
 	kept := s.expiries[:0]
 	at := make(map[grant]int, s.leases.names())
 	for _, e := range s.expiries {
+		if e.token == 0 {
+			// A lock-delay's end: kept while it is the delay's.
+			if d, ok := s.delays[e.name]; ok && d.Until == e.at {
+				kept = append(kept, e)
+			}
+			continue
+		}
 		if s.slot(e.name, e.token) == nil {
 			continue
 		}
@@ -504,8 +554,12 @@ func (a *applier) acquire(op Op) Result {
 			return Result{Err: &ForbiddenError{Name: op.Name, Principal: op.Principal, Action: "acquire"}}
 		}
 	}
+	d, delayed := a.delayed(op.Name)
 	if len(ls) == 0 {
-		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal)}
+		if delayed {
+			return a.delayedAcquire(op, d, 0)
+		}
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay)}
 	}
 	if limit := effectiveLimit(ls[0].Limit); effectiveLimit(op.Limit) != limit {
 		// The limit of a name is fixed by its first grant while any
@@ -523,6 +577,7 @@ func (a *applier) acquire(op Op) Result {
 			l = a.s.update(l, func(l *Lease) {
 				l.TTL = op.TTL
 				l.ExpiresAt = a.now + op.TTL
+				l.LockDelay = op.LockDelay
 			})
 			a.s.renewed(old, l)
 			a.removeWaiter(op.Name, op.Holder)
@@ -530,9 +585,12 @@ func (a *applier) acquire(op Op) Result {
 		}
 	}
 	if len(ls) < effectiveLimit(ls[0].Limit) {
+		if delayed {
+			return a.delayedAcquire(op, d, ls[0].Limit)
+		}
 		// A free slot. Waiters are granted as soon as a slot frees, so
 		// none is waiting for this one.
-		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal)}
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay)}
 	}
 	// Report the grant that expires first: the soonest a slot frees
 	// without a release.
@@ -559,12 +617,14 @@ func (a *applier) enqueue(op Op) {
 	if limit <= 1 {
 		limit = 0
 	}
-	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: a.now + op.WaitTimeout, Limit: limit, Principal: op.Principal}
+	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: a.now + op.WaitTimeout, Limit: limit, Principal: op.Principal,
+		LockDelay: op.LockDelay}
 	q := a.s.queues[op.Name]
 	for i := range q {
 		if q[i].Holder == op.Holder {
 			// A retried wait keeps its place in the queue.
-			q[i].TTL, q[i].Deadline = w.TTL, w.Deadline
+			// (Its limit too: with no live grant it may have changed.)
+			q[i].TTL, q[i].Deadline, q[i].Limit, q[i].LockDelay = w.TTL, w.Deadline, w.Limit, w.LockDelay
 			q[i].Session, q[i].Seq = "", 0
 			return
 		}
@@ -601,13 +661,16 @@ func owns(l *Lease, principal, action string) error {
 // a lease, or a held slot of a semaphore.
 func (a *applier) check(name string, token uint64) (*Lease, error) {
 	ls := a.live(name)
-	if len(ls) == 0 {
-		return nil, &StaleError{Name: name, Token: token, Detail: "the lease is not held (released or expired)"}
-	}
 	for _, l := range ls {
 		if l.Token == token {
 			return l, nil
 		}
+	}
+	if t, ok := a.s.revoked.find(name, token, a.now); ok {
+		return nil, &RevokedError{Name: name, Token: token, Reason: t.Reason}
+	}
+	if len(ls) == 0 {
+		return nil, &StaleError{Name: name, Token: token, Detail: "the lease is not held (released or expired)"}
 	}
 	if ls[0].Limit > 1 {
 		return nil, &StaleError{Name: name, Token: token, Detail: "no slot held now has this token"}
@@ -680,6 +743,7 @@ func (a *applier) expireAll() {
 		a.settle(e.name)
 	}
 	a.s.sweepSessions(a.now)
+	a.s.revoked.sweep(a.now)
 }
 
 func (a *applier) list(prefix string) Result {

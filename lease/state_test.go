@@ -866,7 +866,7 @@ func TestValidate(t *testing.T) {
 		{"cancel wait without a name", Op{Type: OpCancelWait, Holder: "h"}, "name"},
 		{"expire", Op{Type: OpExpire}, ""},
 		{"unknown type", Op{Type: 0}, "unknown"},
-		{"unknown type 12", Op{Type: 12, Name: "a"}, "unknown"},
+		{"unknown type 13", Op{Type: 13, Name: "a"}, "unknown"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := lim.Validate(tc.op)
@@ -961,7 +961,12 @@ func TestReadSnapshotRejects(t *testing.T) {
 		{"empty", ""},
 		{"not JSON", "nope"},
 		{"truncated", good[:len(good)/2]},
-		{"future version", strings.Replace(good, `"version":1`, `"version":5`, 1)},
+		{"future version", strings.Replace(good, `"version":1`, `"version":6`, 1)},
+		{"lock-delay in version 4", strings.Replace(strings.Replace(good, `"version":1`, `"version":4`, 1), `"ExpiresAt":10000000000}`, `"ExpiresAt":10000000000,"LockDelay":5}`, 1)},
+		{"delays in version 4", strings.Replace(strings.Replace(good, `"version":1`, `"version":4`, 1), `"kv":null}`, `"kv":null,"delays":[{"name":"a","until":5,"ended":1,"holder":"h","token":1}]}`, 1)},
+		{"tombstones in version 4", strings.Replace(strings.Replace(good, `"version":1`, `"version":4`, 1), `"kv":null}`, `"kv":null,"revoked":[{"name":"a","token":1,"reason":"r","until":5}]}`, 1)},
+		{"tombstone above last token", strings.Replace(strings.Replace(good, `"version":1`, `"version":5`, 1), `"kv":null}`, `"kv":null,"revoked":[{"name":"b","token":2,"reason":"r","until":5}]}`, 1)},
+		{"two delays of a name", strings.Replace(strings.Replace(good, `"version":1`, `"version":5`, 1), `"kv":null}`, `"kv":null,"delays":[{"name":"a","until":5,"ended":1,"holder":"h","token":1},{"name":"a","until":6,"ended":1,"holder":"h","token":1}]}`, 1)},
 		{"sessions in version 3", strings.Replace(strings.Replace(good, `"version":1`, `"version":3`, 1), `"kv":null}`, `"kv":null,"sessions":[{"id":"s","floor":0,"last_used":0,"results":null}]}`, 1)},
 		{"principal in version 2", strings.Replace(strings.Replace(good, `"version":1`, `"version":2`, 1), `"ExpiresAt":10000000000}`, `"ExpiresAt":10000000000,"Principal":"p"}`, 1)},
 		{"limit in version 1", strings.Replace(good, `"ExpiresAt":10000000000}`, `"ExpiresAt":10000000000,"Limit":2}`, 1)},

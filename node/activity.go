@@ -26,6 +26,8 @@ const (
 	// snapshot: what happened between the entries before and after it was
 	// never applied here.
 	ActivityReset ActivityKind = 6
+	// ActivityRevoked is a grant an operator revoked.
+	ActivityRevoked ActivityKind = 7
 )
 
 func (k ActivityKind) String() string {
@@ -42,8 +44,25 @@ func (k ActivityKind) String() string {
 		return "write_rejected"
 	case ActivityReset:
 		return "reset"
+	case ActivityRevoked:
+		return "revoked"
 	}
 	return "unknown"
+}
+
+// activityOf returns the kind of activity of an event.
+func activityOf(t lease.EventType) ActivityKind {
+	switch t {
+	case lease.EventGranted:
+		return ActivityGranted
+	case lease.EventReleased:
+		return ActivityReleased
+	case lease.EventExpired:
+		return ActivityExpired
+	case lease.EventRevoked:
+		return ActivityRevoked
+	}
+	return 0
 }
 
 // Activity is one thing the state machine did, as this node applied it.
@@ -80,7 +99,7 @@ type Term struct {
 	Start  time.Duration
 	// End is zero while the grant is held; Ended then is zero too.
 	End   time.Duration
-	Ended ActivityKind // ActivityReleased or ActivityExpired
+	Ended ActivityKind // ActivityReleased, ActivityExpired or ActivityRevoked
 	// StartWall and EndWall are Start and End by the wall clock of the
 	// leader that appended them (see Activity.Wall); zero if unknown.
 	StartWall, EndWall time.Time
@@ -185,7 +204,7 @@ func (a *activityLog) record(index uint64, wall time.Time, st *lease.State, ops 
 	a.ops += uint64(len(ops))
 	recorded := a.seq
 	for _, ev := range events {
-		kind := ActivityKind(ev.Type) // granted, released, expired share their numbers
+		kind := activityOf(ev.Type)
 		a.add(Activity{Index: index, At: now, Wall: wall, Kind: kind, Name: ev.Lease.Name, Holder: ev.Lease.Holder, Token: ev.Lease.Token})
 		a.term(ev, now, wall)
 	}
@@ -275,7 +294,7 @@ func (a *activityLog) term(ev lease.Event, now time.Duration, wall time.Time) {
 	}
 	for i := len(h.terms) - 1; i >= 0; i-- {
 		if t := &h.terms[i]; t.Token == ev.Lease.Token && t.Ended == 0 {
-			t.End, t.EndWall, t.Ended = now, wall, ActivityKind(ev.Type)
+			t.End, t.EndWall, t.Ended = now, wall, activityOf(ev.Type)
 			return
 		}
 	}

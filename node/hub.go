@@ -256,6 +256,15 @@ func (n *Node) Watch(prefix string) (*Watch, error) {
 	}, nil
 }
 
+// lastTry is the plain acquire that ends a waiting acquire op whose wait
+// ran out: the same call (its session and seq: its result replaces the
+// queued one), with every field of op but the wait, so that a grant that
+// raced the timeout is renewed as asked (its TTL, its lock-delay).
+func lastTry(op lease.Op) lease.Op {
+	op.Wait, op.WaitTimeout = false, 0
+	return op
+}
+
 // Acquire proposes an OpAcquire. Without op.Wait it is Do1. With op.Wait,
 // if the lease is held the holder is queued in the state machine and
 // Acquire parks until the grant to it is applied, the wait times out (then
@@ -304,9 +313,7 @@ func (n *Node) Acquire(ctx context.Context, op lease.Op) (lease.Result, error) {
 		// in the same batch renews it and returns it.
 		res, err := n.Do(ctx,
 			lease.Op{Type: lease.OpCancelWait, Name: op.Name, Holder: op.Holder, Principal: op.Principal},
-			lease.Op{Type: lease.OpAcquire, Name: op.Name, Holder: op.Holder, TTL: op.TTL, Limit: op.Limit, Principal: op.Principal,
-				// The same call: its result replaces the queued one.
-				Session: op.Session, Seq: op.Seq, Floor: op.Floor})
+			lastTry(op))
 		if err != nil {
 			return lease.Result{}, err
 		}

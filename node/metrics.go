@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
 	}
-	for _, t := range []lease.EventType{lease.EventGranted, lease.EventReleased, lease.EventExpired} {
+	for _, t := range []lease.EventType{lease.EventGranted, lease.EventReleased, lease.EventExpired, lease.EventRevoked} {
 		m.events.WithLabelValues(t.String())
 	}
 	if reg != nil {

@@ -254,6 +254,8 @@ var authRules = map[string]rule{
 	tenurev1connect.KVServiceDeleteProcedure:     {op: "delete under lease", level: LevelHold, names: one(func(m *tenurev1.KVDeleteRequest) string { return m.GetLease() })},
 	tenurev1connect.KVServiceGetProcedure:        {op: "read key", level: LevelRead, names: one(func(m *tenurev1.KVGetRequest) string { return m.GetKey() })},
 	tenurev1connect.KVServiceListProcedure:       {op: "list keys under", level: LevelRead, prefix: true, names: one(func(m *tenurev1.KVListRequest) string { return m.GetPrefix() })},
+	// Ending another principal's grant is an operator's act.
+	tenurev1connect.LeaseServiceRevokeProcedure: {op: "revoke lease", level: LevelAdmin, names: one(func(m *tenurev1.RevokeRequest) string { return m.GetName() })},
 	// Status tells any authenticated principal the cluster's shape. A
 	// batch comes in from any authenticated principal; the handler then
 	// checks each op as its own call is checked, and a refusal names the
@@ -312,7 +314,11 @@ func (a *Auth) authorize(ctx context.Context, procedure string, msg any) error {
 // refusal says why principal, with roles, may not do r on name.
 func refusal(principal string, r rule, name string, roles []Role) error {
 	if r.names == nil || r.level == LevelAdmin {
-		return fmt.Errorf("server: principal %q may not %s: it needs the role %s (its roles: %s)", principal, r.op, r.level, rolesText(roles))
+		what := r.op
+		if r.names != nil {
+			what = fmt.Sprintf("%s %q", r.op, name)
+		}
+		return fmt.Errorf("server: principal %q may not %s: it needs the role %s (its roles: %s)", principal, what, r.level, rolesText(roles))
 	}
 	need := fmt.Sprintf("%s, or %s on a shorter prefix", Role{Level: r.level, Prefix: name}, r.level)
 	if name == "" {

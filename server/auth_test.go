@@ -584,6 +584,36 @@ func TestRefusalsNameTheOperation(t *testing.T) {
 	}
 }
 
+// Revoke needs the admin role: a holder may not revoke even its own
+// grant (refused, naming the operation and the lease, nothing changed);
+// an admin's revoke through a follower ends it, and the holder's next
+// renewal fails with the reason.
+func TestRevokeNeedsAdmin(t *testing.T) {
+	s := startSecure(t)
+	ctx := ctxT(t)
+	alice := s.client(t, s.follower(), s.tokens["alice"], nil)
+	g, err := alice.Acquire(ctx, "jobs/x", "a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = alice.Revoke(ctx, "jobs/x", g.Token, "mine")
+	want := `principal "alice" may not revoke lease "jobs/x": it needs the role admin (its roles: hold:jobs/, read:)`
+	if connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a holder's revoke: %v\nwant permission denied: %s", err, want)
+	}
+	if l, err := alice.Get(ctx, "jobs/x"); err != nil || l.Token != g.Token {
+		t.Fatalf("after the refused revoke: %+v, %v", l, err)
+	}
+	revoked, err := s.client(t, s.follower(), s.tokens["ops"], nil).Revoke(ctx, "jobs/x", 0, "rotating credentials")
+	if err != nil || len(revoked) != 1 || revoked[0].Token != g.Token || revoked[0].Holder != "a" {
+		t.Fatalf("an admin's revoke through a follower: %+v, %v", revoked, err)
+	}
+	_, err = alice.RenewOne(ctx, "jobs/x", g.Token)
+	if re, ok := errors.AsType[*client.RevokedError](err); !ok || re.Reason != "rotating credentials" || !errors.Is(err, client.ErrStaleToken) {
+		t.Fatalf("renewal of the revoked grant: %v", err)
+	}
+}
+
 // A TLS client whose first call is not batched (Status, on the HTTP/2
 // transport) still makes batched calls (Acquire, on the HTTP/1.1 one):
 // the transports once shared one TLS config, the first set it to offer

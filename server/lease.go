@@ -105,6 +105,7 @@ func acquireOp(ctx context.Context, m *tenurev1.AcquireRequest) (lease.Op, error
 		WaitTimeout: m.GetWaitTimeout().AsDuration(),
 		Limit:       int(min(m.GetLimit(), math.MaxInt32)),
 		Principal:   principalFrom(ctx),
+		LockDelay:   m.GetLockDelay().AsDuration(),
 	}
 	return withRequestID(op, m.GetRequestId()), nil
 }
@@ -155,6 +156,9 @@ func (s *Server) renewResponse(res lease.Result) *tenurev1.RenewResponse {
 		if r.Err != nil {
 			s.metrics.reject(r.Err)
 			pr.Reason, pr.Message = lease.Reason(r.Err), r.Err.Error()
+			if re, ok := errors.AsType[*lease.RevokedError](r.Err); ok {
+				pr.RevokeReason = re.Reason
+			}
 		} else {
 			if leases == nil {
 				leases, durations = make([]tenurev1.Lease, n), make([]durationpb.Duration, 2*n)
@@ -185,6 +189,29 @@ func (l *leaseService) Release(ctx context.Context, req *connect.Request[tenurev
 func releaseOp(ctx context.Context, m *tenurev1.ReleaseRequest) lease.Op {
 	op := lease.Op{Type: lease.OpRelease, Name: m.GetName(), Token: m.GetToken(), Principal: principalFrom(ctx)}
 	return withRequestID(op, m.GetRequestId())
+}
+
+func (l *leaseService) Revoke(ctx context.Context, req *connect.Request[tenurev1.RevokeRequest]) (*connect.Response[tenurev1.RevokeResponse], error) {
+	m := req.Msg
+	op := withRequestID(lease.Op{Type: lease.OpRevoke, Name: m.GetName(), Token: m.GetToken(), Reason: m.GetReason(),
+		Principal: principalFrom(ctx)}, m.GetRequestId())
+	return handle(ctx, l.s, req, op,
+		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.RevokeRequest]) (*connect.Response[tenurev1.RevokeResponse], error) {
+			return c.lease.Revoke
+		},
+		func(ctx context.Context) (*tenurev1.RevokeResponse, error) {
+			res, err := l.s.do(ctx, op)
+			if err != nil {
+				return nil, err
+			}
+			out := &tenurev1.RevokeResponse{}
+			for _, g := range res.Leases {
+				out.Revoked = append(out.Revoked, wire.LeaseToProto(g, res.Now))
+			}
+			l.s.log.Info("revoked", "name", op.Name, "token", op.Token, "grants", len(res.Leases),
+				"principal", op.Principal, "reason", op.Reason)
+			return out, nil
+		})
 }
 
 // withRequestID returns op as one call of a client session, if id names
@@ -270,7 +297,9 @@ func (l *leaseService) Watch(ctx context.Context, req *connect.Request[tenurev1.
 			if !ok {
 				return toConnect(w.Err())
 			}
-			if err := send(eventType(ev.Type), wire.LeaseToProto(ev.Lease, ev.At), ev.Index); err != nil {
+			out := &tenurev1.WatchResponse{Event: &tenurev1.WatchEvent{Type: eventType(ev.Type),
+				Lease: wire.LeaseToProto(ev.Lease, ev.At), Index: ev.Index, Reason: ev.Reason}}
+			if err := stream.Send(out); err != nil {
 				return err
 			}
 		}
@@ -285,6 +314,8 @@ func eventType(t lease.EventType) tenurev1.WatchEvent_Type {
 		return tenurev1.WatchEvent_TYPE_RELEASED
 	case lease.EventExpired:
 		return tenurev1.WatchEvent_TYPE_EXPIRED
+	case lease.EventRevoked:
+		return tenurev1.WatchEvent_TYPE_REVOKED
 	}
 	return tenurev1.WatchEvent_TYPE_UNSPECIFIED
 }

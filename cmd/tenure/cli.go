@@ -21,9 +21,10 @@ import (
 const topUsage = `Usage: tenure [global flags] COMMAND [ARGS] [flags]
 
 Commands:
-  acquire NAME [--holder H] [--ttl 10s] [--limit N] [--wait [--timeout 30s]]
+  acquire NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--wait [--timeout 30s]]
   renew NAME --token T [--ttl D]
   release NAME --token T
+  revoke NAME [--token T] --reason TEXT   end a grant now, as an operator
   get NAME
   list [PREFIX]
   watch [PREFIX]
@@ -36,7 +37,7 @@ Commands:
   kv get KEY [--print-value-only]
   kv list [PREFIX] [--keys-only]
   kv delete KEY --lease NAME --token T
-  run NAME [--holder H] [--ttl 10s] [--limit N] [--kill-after D] [--verbose] -- CMD [ARGS...]
+  run NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--kill-after D] [--verbose] -- CMD [ARGS...]
                                run CMD holding the lease
   elect NAME [PROPOSAL] [--ttl 10s]   campaign; print the token when leading
   elect --listen NAME          print each new leader
@@ -213,6 +214,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.renew(ctx, args)
 	case "release":
 		return a.release(ctx, args)
+	case "revoke":
+		return a.revoke(ctx, args)
 	case "get":
 		return a.get(ctx, args)
 	case "list":

@@ -22,9 +22,10 @@ var globalFlags = []string{"--endpoints", "--cluster-id", "--output", "-o", "--r
 // commandFlags are the commands and their own flags, for completion.
 // TestCompletionKnowsEveryFlag keeps it in step with the commands.
 var commandFlags = map[string][]string{
-	"acquire":    {"--holder", "--ttl", "--limit", "--wait", "--timeout"},
+	"acquire":    {"--holder", "--ttl", "--limit", "--lock-delay", "--wait", "--timeout"},
 	"renew":      {"--token", "--ttl"},
 	"release":    {"--token"},
+	"revoke":     {"--token", "--reason"},
 	"get":        nil,
 	"list":       nil,
 	"watch":      nil,
@@ -33,7 +34,7 @@ var commandFlags = map[string][]string{
 	"member":     nil,
 	"leader":     nil,
 	"snapshot":   nil,
-	"run":        {"--holder", "--ttl", "--limit", "--kill-after", "--verbose"},
+	"run":        {"--holder", "--ttl", "--limit", "--lock-delay", "--kill-after", "--verbose"},
 	"elect":      {"--listen", "--ttl"},
 	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--ui", "--verbose"},
 	"fence":      nil,

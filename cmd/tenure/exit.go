@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -93,6 +94,18 @@ func (e *notFoundError) Error() string { return e.what + " not found" }
 
 func (e *notFoundError) Unwrap() error { return e.err }
 
+// notHeldError is a revoke of a name (or token) with no live grant.
+type notHeldError struct {
+	name string
+	err  error
+}
+
+func (e *notHeldError) Error() string {
+	return strings.TrimPrefix(e.err.Error(), lease.ErrNotFound.Error()+": ")
+}
+
+func (e *notHeldError) Unwrap() error { return e.err }
+
 // waitedError is acquire --wait running out of time: how long it waited
 // and who holds the lease.
 type waitedError struct {
@@ -126,6 +139,10 @@ func (e *releasedError) ExitCode() int { return exitReleased }
 
 // heldText says who holds a lease.
 func heldText(he *client.HeldError) string {
+	if he.LockDelay {
+		return fmt.Sprintf("in its lock-delay: the grant of %s (token %d) ended %s ago without a release; no new grant for %s",
+			he.Holder, he.Token, fmtDuration(he.Ended), fmtDuration(he.Remaining))
+	}
 	if he.Limit > 1 {
 		return fmt.Sprintf("all %d slots are held; the first to expire is held by %s (token %d, %s remaining)",
 			he.Limit, he.Holder, he.Token, fmtDuration(he.Remaining))
@@ -147,7 +164,7 @@ func message(err error) string {
 		return we.Error()
 	}
 	if he, ok := errors.AsType[*client.HeldError](err); ok {
-		if he.Limit > 1 {
+		if he.Limit > 1 && !he.LockDelay {
 			return he.Name + ": " + heldText(he)
 		}
 		return he.Name + " is " + heldText(he)
@@ -167,7 +184,12 @@ type errorJSON struct {
 	Token     uint64 `json:"token,omitempty"`
 	Remaining string `json:"remaining,omitempty"`
 	Limit     int    `json:"limit,omitempty"`
-	Waited    string `json:"waited,omitempty"`
+	LockDelay bool   `json:"lock_delay,omitempty"`
+	// Ended is, for a lock-delay, how long ago the grant ended.
+	Ended string `json:"ended,omitempty"`
+	// RevokeReason is the operator's reason for a revoked grant.
+	RevokeReason string `json:"revoke_reason,omitempty"`
+	Waited       string `json:"waited,omitempty"`
 	// For an answer from another cluster: the endpoint, the cluster
 	// expected and the one that answered.
 	Endpoint       string `json:"endpoint,omitempty"`
@@ -206,8 +228,14 @@ func toErrorJSON(err error) errorJSON {
 		j.Reason = "USAGE"
 	}
 	if he, ok := errors.AsType[*client.HeldError](err); ok {
-		j.Name, j.Holder, j.Token, j.Limit = he.Name, he.Holder, he.Token, he.Limit
+		j.Name, j.Holder, j.Token, j.Limit, j.LockDelay = he.Name, he.Holder, he.Token, he.Limit, he.LockDelay
 		j.Remaining = fmtDuration(he.Remaining)
+		if he.LockDelay {
+			j.Ended = fmtDuration(he.Ended)
+		}
+	}
+	if re, ok := errors.AsType[*client.RevokedError](err); ok {
+		j.Name, j.Token, j.RevokeReason = re.Name, re.Token, re.Reason
 	}
 	if se, ok := errors.AsType[*lease.StaleError](err); ok {
 		j.Name, j.Token = se.Name, se.Token

@@ -73,17 +73,20 @@ func (f *ttlFlag) Set(s string) error {
 	return nil
 }
 
-// grantFlags are the --holder, --ttl and --limit of acquire and run.
+// grantFlags are the --holder, --ttl, --limit and --lock-delay of acquire
+// and run.
 type grantFlags struct {
-	holder string
-	ttl    time.Duration
-	ttlf   ttlFlag
-	limit  int
+	holder    string
+	ttl       time.Duration
+	ttlf      ttlFlag
+	limit     int
+	lockDelay time.Duration
 }
 
-// registerLimit adds --limit.
+// registerLimit adds --limit and --lock-delay.
 func (f *grantFlags) registerLimit(c *command) {
 	c.fs.IntVar(&f.limit, "limit", 1, "semaphore: up to `N` holders of the name at once, each slot with its own token")
+	c.fs.DurationVar(&f.lockDelay, "lock-delay", 0, "if the grant expires or is revoked (not released), grant the name to nobody for this `duration` more (at most 1m)")
 }
 
 func (f *grantFlags) register(c *command) {
@@ -98,6 +101,9 @@ func (f *grantFlags) check(c *command) error {
 	if f.limit < 1 {
 		return &usageError{msg: fmt.Sprintf("--limit must be at least 1, got %d", f.limit), usage: c.usage}
 	}
+	if f.lockDelay < 0 {
+		return &usageError{msg: fmt.Sprintf("--lock-delay must not be negative, got %s", f.lockDelay), usage: c.usage}
+	}
 	if !flagSet(c.fs, "holder") {
 		f.holder = defaultHolder()
 	} else if strings.TrimSpace(f.holder) == "" {
@@ -107,12 +113,15 @@ func (f *grantFlags) check(c *command) error {
 }
 
 func (a *app) acquire(ctx context.Context, args []string) error {
-	c := a.newCommand("acquire", "acquire NAME [--holder H] [--ttl 10s] [--limit N] [--wait [--timeout 30s]]",
+	c := a.newCommand("acquire", "acquire NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--wait [--timeout 30s]]",
 		"Acquires the lease NAME for a holder and prints the grant with its fencing token.\n"+
 			"Acquiring again as the same holder renews it (same token). With --wait the\n"+
 			"request queues on the server until the lease is free or --timeout passes.\n"+
 			"With --limit N, NAME is a semaphore: up to N holders at once, each slot with\n"+
 			"its own token; every holder must use the same N while any slot is held.\n"+
+			"With --lock-delay D, if the grant expires or is revoked instead of being\n"+
+			"released, nobody is granted NAME until D has passed (at most 1m): a\n"+
+			"mitigation for storage that cannot check tokens (see docs/fencing.md).\n"+
 			"The default holder is the host name and the process ID, e.g. web-1-4242.")
 	var g grantFlags
 	g.register(c)
@@ -146,6 +155,9 @@ func (a *app) acquire(ctx context.Context, args []string) error {
 	}
 	if g.limit > 1 {
 		opts = append(opts, client.Limit(g.limit))
+	}
+	if g.lockDelay > 0 {
+		opts = append(opts, client.LockDelay(g.lockDelay))
 	}
 	return a.call(ctx, extra, func(ctx context.Context, cl *client.Client) error {
 		l, err := cl.Acquire(ctx, pos[0], g.holder, g.ttl, opts...)
@@ -203,6 +215,51 @@ func (a *app) release(ctx context.Context, args []string) error {
 			Token    uint64 `json:"token"`
 			Released bool   `json:"released"`
 		}{name, token, true}, fmt.Sprintf("released %s (token %d)", name, token))
+		return nil
+	})
+}
+
+func (a *app) revoke(ctx context.Context, args []string) error {
+	c := a.newCommand("revoke", "revoke NAME [--token T] --reason TEXT",
+		"Ends the grant of NAME now, as an operator (needs the admin role), and prints\n"+
+			"what it revoked. Without --token it revokes every live grant of NAME: the\n"+
+			"holder of a lease, or every slot of a semaphore; with --token only that\n"+
+			"grant. The reason (required, up to 256 bytes) is recorded: the holder learns\n"+
+			"it at its next renewal, which fails (tenure run and elect step down), and\n"+
+			"its writes with the old token are refused. The next grant of NAME gets a\n"+
+			"larger token, as always; a grant with a lock-delay keeps NAME from anyone\n"+
+			"for that long. A NAME with no such live grant is not found (exit 6) and\n"+
+			"nothing changes.")
+	var token tokenFlag
+	c.fs.Var(&token, "token", "revoke only the grant with this fencing `token`")
+	reason := c.fs.String("reason", "", "why, in `text` the holder gets with its next renewal (required)")
+	pos, err := a.parse(c, args, []string{"NAME"}, 1)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(*reason) == "" {
+		return &usageError{msg: "--reason is required: say why the grant is revoked", usage: c.usage}
+	}
+	name := pos[0]
+	return a.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
+		ls, err := cl.Revoke(ctx, name, token.v, *reason)
+		if errors.Is(err, client.ErrNotFound) {
+			return &notHeldError{name: name, err: err}
+		}
+		if err != nil {
+			return err
+		}
+		out := a.out()
+		for _, l := range ls {
+			out.print(struct {
+				Name    string `json:"name"`
+				Holder  string `json:"holder"`
+				Token   uint64 `json:"token"`
+				Revoked bool   `json:"revoked"`
+				Reason  string `json:"reason"`
+			}{l.Name, l.Holder, l.Token, true, *reason},
+				fmt.Sprintf("revoked %s (token %d, held by %s): %s", l.Name, l.Token, l.Holder, *reason))
+		}
 		return nil
 	})
 }

@@ -43,11 +43,17 @@ type leaseJSON struct {
 	Remaining string `json:"remaining"`
 	// Limit is set for a slot of a semaphore.
 	Limit int `json:"limit,omitempty"`
+	// LockDelay is set for a grant with a lock-delay.
+	LockDelay string `json:"lock_delay,omitempty"`
 }
 
 func toLeaseJSON(l client.Lease) *leaseJSON {
-	return &leaseJSON{Name: l.Name, Holder: l.Holder, Token: l.Token,
+	j := &leaseJSON{Name: l.Name, Holder: l.Holder, Token: l.Token,
 		TTL: fmtDuration(l.TTL), Remaining: fmtDuration(l.Remaining), Limit: l.Limit}
+	if l.LockDelay > 0 {
+		j.LockDelay = fmtDuration(l.LockDelay)
+	}
+	return j
 }
 
 func leaseText(l client.Lease) string {
@@ -55,8 +61,12 @@ func leaseText(l client.Lease) string {
 	if l.Limit > 1 {
 		slot = fmt.Sprintf(" (a slot of %d)", l.Limit)
 	}
-	return fmt.Sprintf("%s held by %s%s, token %d, ttl %s, %s remaining",
-		l.Name, l.Holder, slot, l.Token, fmtDuration(l.TTL), fmtDuration(l.Remaining))
+	delay := ""
+	if l.LockDelay > 0 {
+		delay = ", lock-delay " + fmtDuration(l.LockDelay)
+	}
+	return fmt.Sprintf("%s held by %s%s, token %d, ttl %s, %s remaining%s",
+		l.Name, l.Holder, slot, l.Token, fmtDuration(l.TTL), fmtDuration(l.Remaining), delay)
 }
 
 func (p printer) lease(l client.Lease) { p.print(toLeaseJSON(l), leaseText(l)) }
@@ -67,10 +77,12 @@ type eventJSON struct {
 	Type string `json:"type"`
 	*leaseJSON
 	Index uint64 `json:"index,omitempty"`
+	// Reason is a revocation's reason.
+	Reason string `json:"reason,omitempty"`
 }
 
 func (p printer) event(ev client.WatchEvent) {
-	out := eventJSON{Type: ev.Type.String(), Index: ev.Index}
+	out := eventJSON{Type: ev.Type.String(), Index: ev.Index, Reason: ev.Reason}
 	var text string
 	switch ev.Type {
 	case client.EventSynced:
@@ -84,6 +96,9 @@ func (p printer) event(ev client.WatchEvent) {
 			ev.Type, l.Name, l.Holder, l.Token, fmtDuration(l.TTL), fmtDuration(l.Remaining))
 		if ev.Index != 0 {
 			text += fmt.Sprintf(" index=%d", ev.Index)
+		}
+		if ev.Reason != "" {
+			text += fmt.Sprintf(" reason=%q", ev.Reason)
 		}
 	}
 	p.print(out, text)

@@ -20,7 +20,7 @@ import (
 	"github.com/tenure-io/tenure/election"
 )
 
-const runSynopsis = "run NAME [--holder H] [--ttl 10s] [--limit N] [--kill-after D] [--verbose] -- CMD [ARGS...]"
+const runSynopsis = "run NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--kill-after D] [--verbose] -- CMD [ARGS...]"
 
 const runAbout = `Waits for the lease NAME, then runs CMD with these in its environment:
 
@@ -35,7 +35,9 @@ const runAbout = `Waits for the lease NAME, then runs CMD with these in its envi
 
 and renews the lease (every TTL/3) while CMD runs. With --limit N, NAME is
 a semaphore and up to N commands run at once, each holding one slot with
-its own token (every holder of NAME must use the same N).
+its own token (every holder of NAME must use the same N). With --lock-delay D,
+if the lease is lost without a release (tenure run killed, cut off, or the
+grant revoked), nobody is granted NAME until D has passed (at most 1m).
 
 If renewals fail, the lease is at risk: CMD's process group gets SIGTERM
 --kill-after before the local deadline and SIGKILL at the deadline. The
@@ -107,7 +109,7 @@ func (a *app) runCommand(ctx context.Context, args []string) error {
 	if err := g.check(c); err != nil {
 		return err
 	}
-	cfg := election.Config{Holder: g.holder, TTL: g.ttl}
+	cfg := election.Config{Holder: g.holder, TTL: g.ttl, LockDelay: g.lockDelay}
 	if err := cfg.Validate(); err != nil {
 		return &usageError{msg: err.Error(), usage: c.usage}
 	}

@@ -30,6 +30,7 @@ type Server struct {
 	Release func(context.Context, *tenurev1.ReleaseRequest) (*tenurev1.ReleaseResponse, error)
 	Get     func(context.Context, *tenurev1.GetRequest) (*tenurev1.GetResponse, error)
 	List    func(context.Context, *tenurev1.ListRequest) (*tenurev1.ListResponse, error)
+	Revoke  func(context.Context, *tenurev1.RevokeRequest) (*tenurev1.RevokeResponse, error)
 	// Watch sends events with send until it returns.
 	Watch func(ctx context.Context, req *tenurev1.WatchRequest, send func(*tenurev1.WatchEvent) error) error
 
@@ -172,6 +173,10 @@ func (h leaseHandler) Get(ctx context.Context, req *connect.Request[tenurev1.Get
 
 func (h leaseHandler) List(ctx context.Context, req *connect.Request[tenurev1.ListRequest]) (*connect.Response[tenurev1.ListResponse], error) {
 	return unary(ctx, h.s, "List", h.s.List, req)
+}
+
+func (h leaseHandler) Revoke(ctx context.Context, req *connect.Request[tenurev1.RevokeRequest]) (*connect.Response[tenurev1.RevokeResponse], error) {
+	return unary(ctx, h.s, "Revoke", h.s.Revoke, req)
 }
 
 func (h leaseHandler) Watch(ctx context.Context, req *connect.Request[tenurev1.WatchRequest], stream *connect.ServerStream[tenurev1.WatchResponse]) error {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tenure-io/tenure/client"
 	"github.com/tenure-io/tenure/election"
 )
 
@@ -27,7 +28,10 @@ func (w *worker) runElection(ctx context.Context) {
 			Client: w.cl,
 			Name:   name,
 			// A new holder for every Run: two sessions must not share one.
-			Session: election.Config{Holder: fmt.Sprintf("e%d-%d", w.cfg.ID, run), TTL: w.cfg.TTL, Drift: w.cfg.Drift},
+			// A lock-delay of the TTL: a term an operator revokes ends
+			// (at the holder's next renewal, or its deadline) before the
+			// next can begin, as after an expiry (live-terms-disjoint).
+			Session: election.Config{Holder: fmt.Sprintf("e%d-%d", w.cfg.ID, run), TTL: w.cfg.TTL, Drift: w.cfg.Drift, LockDelay: w.cfg.TTL},
 		}
 		err := election.Run(ctx, cfg, func(lctx context.Context, l *election.Lease) error {
 			term++
@@ -55,7 +59,8 @@ func (w *worker) runElection(ctx context.Context) {
 			if e == 0 {
 				e = now() // gave up while leading: the term ends now
 			}
-			w.emit(Record{Op: OpTerm, Name: name, Holder: l.Holder(), Term: term, OutToken: l.Token(), Call: start, Return: e, Outcome: Ok})
+			w.emit(Record{Op: OpTerm, Name: name, Holder: l.Holder(), Term: term, OutToken: l.Token(), Call: start, Return: e, Outcome: Ok,
+				Revoked: errors.Is(l.Err(), client.ErrRevoked)})
 			return nil
 		})
 		if err != nil && ctx.Err() == nil {

@@ -115,10 +115,13 @@ func TestVerify(t *testing.T) {
 				t.Errorf("no %s fault was injected: %v", k, rep.Injected)
 			}
 		}
-		for _, op := range []string{OpAcquire, "acquire-wait", OpRenew, OpRelease, OpPut, OpGet, OpTerm, OpTermPut} {
+		for _, op := range []string{OpAcquire, "acquire-wait", OpRenew, OpRelease, OpPut, OpGet, OpRevoke, OpTerm, OpTermPut} {
 			if rep.Ops[op][Ok] == 0 {
 				t.Errorf("no successful %s: %v", op, rep.Ops)
 			}
+		}
+		if rep.Ops[OpAcquire][HeldLockDelay]+rep.Ops["acquire-wait"][HeldLockDelay] == 0 {
+			t.Errorf("no acquire was told of a lock-delay: %v", rep.Ops)
 		}
 		if rep.Watches.Events == 0 || rep.Terms.Terms == 0 {
 			t.Errorf("the new checks saw nothing: watches %+v, terms %+v", rep.Watches, rep.Terms)

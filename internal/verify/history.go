@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 )
 
 // Op kinds recorded in a history.
@@ -15,17 +16,26 @@ const (
 	OpRelease = "release" // Name, Holder, Token
 	OpPut     = "put"     // Name (lease), Key, Value, Token
 	OpGet     = "get"     // Key (tied to Name)
+	// OpRevoke is an operator's revocation: Name, Token (0: every grant
+	// of the name); on ok OutToken and OutHolder name the grant it ended.
+	OpRevoke = "revoke"
 
 	// Records of election workers (package election), checked by
 	// CheckTerms, not by porcupine.
-	OpTerm    = "term"     // Name, Holder, OutToken; Call: grant confirmed, Return: context end observed
+	OpTerm    = "term"     // Name, Holder, OutToken; Call: grant confirmed, Return: context end observed; Revoked if an operator ended it
 	OpTermPut = "term-put" // a write under a term: Name, Holder, Term, Key, Value, Token; Late if sent after the end
+	// OpTermRevoke is a lease worker's revocation of an election name
+	// (as OpRevoke); the term it ends must end before the next begins.
+	OpTermRevoke = "term-revoke"
 )
 
 // Outcomes of an operation.
 const (
-	Ok            = "ok"
-	Held          = "held"     // acquire refused: held by OutHolder with OutToken
+	Ok   = "ok"
+	Held = "held" // acquire refused: held by OutHolder with OutToken
+	// HeldLockDelay counts, in a report, the held answers of a
+	// lock-delay (Delayed records).
+	HeldLockDelay = "held-lock-delay"
 	Stale         = "stale"    // fenced: stale or foreign token, or lease expired
 	NotFound      = "notfound" // get of a key never written
 	Failed        = "fail"     // rejected before it could take effect (bad input)
@@ -52,13 +62,19 @@ type Record struct {
 	Value  string `json:"value,omitempty"`
 	Token  uint64 `json:"token,omitempty"`
 	Wait   bool   `json:"wait,omitempty"`
-	Call   int64  `json:"call"`
-	Return int64  `json:"return"`
+	// LockDelay is an acquire's lock-delay (client.LockDelay).
+	LockDelay time.Duration `json:"lock_delay_ns,omitempty"`
+	Call      int64         `json:"call"`
+	Return    int64         `json:"return"`
 
 	Outcome   string `json:"outcome"`
 	OutToken  uint64 `json:"out_token,omitempty"`  // granted token, or the holder's token on held, or the token that wrote a read value
-	OutHolder string `json:"out_holder,omitempty"` // holder named by a held error
-	OutValue  string `json:"out_value,omitempty"`  // value read by get
+	OutHolder string `json:"out_holder,omitempty"` // holder named by a held error, or the revoked grant's
+	// Delayed marks a held answer of a lock-delay: OutHolder and OutToken
+	// are the grant that ended without a release, and the name is in its
+	// lock-delay.
+	Delayed   bool   `json:"delayed,omitempty"`
+	OutValue  string `json:"out_value,omitempty"` // value read by get
 	Remaining int64  `json:"remaining_ns,omitempty"`
 	Err       string `json:"err,omitempty"`
 	// Attempts is how many HTTP requests the client made for the op (more
@@ -69,6 +85,8 @@ type Record struct {
 	// Late marks a write an election worker tried after its term's
 	// context had ended.
 	Late bool `json:"late,omitempty"`
+	// Revoked marks a term an operator's revocation ended.
+	Revoked bool `json:"revoked,omitempty"`
 	// Synthetic marks an op the checker added (see RetriedAcquires).
 	Synthetic bool `json:"synthetic,omitempty"`
 }
@@ -113,7 +131,7 @@ type History []Record
 // (lease workers) and those of election workers.
 func (h History) Split() (leases, terms History) {
 	for _, r := range h {
-		if r.Op == OpTerm || r.Op == OpTermPut {
+		if r.Op == OpTerm || r.Op == OpTermPut || r.Op == OpTermRevoke {
 			terms = append(terms, r)
 		} else {
 			leases = append(leases, r)

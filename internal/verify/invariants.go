@@ -18,10 +18,13 @@ func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
 
 // Invariant names.
 const (
-	InvTokensGrow   = "tokens-grow"
-	InvStaleWrite   = "no-stale-write"
-	InvDurable      = "acked-writes-durable"
-	InvNoOverlap    = "no-overlapping-grants"
+	InvTokensGrow = "tokens-grow"
+	InvStaleWrite = "no-stale-write"
+	InvDurable    = "acked-writes-durable"
+	InvNoOverlap  = "no-overlapping-grants"
+	// InvLockDelay: no new grant within the lock-delay of a grant that
+	// expired or was revoked.
+	InvLockDelay    = "lock-delay-respected"
 	InvLinearizable = "linearizable"
 	// InvClusterSize: the run ends with at least as many voters as it
 	// started with (after a bounded wait for the cluster to regrow).
@@ -103,15 +106,16 @@ func grants(h History) []grantRec {
 }
 
 // CheckInvariants checks the plain invariants on the whole history. final
-// may be nil if the final state could not be read.
-func CheckInvariants(h History, final map[string]FinalValue, minExpiry time.Duration) []Violation {
+// may be nil if the final state could not be read. m gives the least real
+// time a grant and a lock-delay last.
+func CheckInvariants(h History, final map[string]FinalValue, m Model) []Violation {
 	var vs []Violation
 	vs = append(vs, checkTokens(h)...)
 	vs = append(vs, checkStaleWrites(h)...)
 	if final != nil {
 		vs = append(vs, checkDurable(h, final)...)
 	}
-	vs = append(vs, checkOverlap(h, minExpiry)...)
+	vs = append(vs, checkOverlap(h, m)...)
 	return vs
 }
 
@@ -301,18 +305,38 @@ func checkDurable(h History, final map[string]FinalValue) []Violation {
 // checkOverlap: a grant of a name to a new token cannot have happened
 // while the previous grant was certainly still live, i.e. before
 // minExpiry had passed since the call of a renewal of it that succeeded,
-// unless that grant was released.
-func checkOverlap(h History, minExpiry time.Duration) []Violation {
+// unless that grant was released or revoked (no-overlapping-grants); nor
+// within its lock-delay after that, or after the call of a revocation
+// that ended it (lock-delay-respected). The lock-delay counted is the
+// least any acquire that may have set it asked for.
+func checkOverlap(h History, m Model) []Violation {
+	minExpiry := m.MinExpiry
 	var vs []Violation
 	for name, rs := range h.ByName() {
 		gs := grants(rs)
 		for i := 1; i < len(gs); i++ {
 			prev, next := gs[i-1], gs[i]
-			released := false
-			var lastRefresh int64
+			released, revoked := false, false
+			var lastRefresh, revokedAt int64
+			delay := prev.LockDelay
 			for _, r := range rs {
 				if r.Token == prev.token && r.Op == OpRelease && r.Outcome != Stale {
 					released = true
+				}
+				if r.Op == OpAcquire && r.Holder == prev.Holder && r.Call >= prev.Call && r.Call < next.Return &&
+					(r.Outcome == Ok && r.OutToken == prev.token || r.Outcome == Indeterminate || r.Outcome == Maybe) {
+					delay = min(delay, r.LockDelay) // a renewal by the holder sets it
+				}
+				if r.Op == OpRevoke && r.Call < next.Return {
+					switch {
+					case r.Outcome == Ok && r.OutToken == prev.token:
+						if !revoked || revokedAt > r.Call {
+							revokedAt = r.Call
+						}
+						revoked = true
+					case r.Outcome == Indeterminate && (r.Token == 0 || r.Token == prev.token):
+						released = true // may have ended it at any time: nothing to check
+					}
 				}
 				if r.Outcome == Ok && ((r.Op == OpRenew && r.Token == prev.token) || (r.Op == OpAcquire && r.OutToken == prev.token)) {
 					// Only refreshes that certainly took effect before
@@ -322,12 +346,25 @@ func checkOverlap(h History, minExpiry time.Duration) []Violation {
 					}
 				}
 			}
-			if released || lastRefresh == 0 {
+			if released {
+				continue
+			}
+			if revoked {
+				if next.Return-revokedAt < m.minDelay(delay) {
+					vs = append(vs, Violation{InvLockDelay, fmt.Sprintf("%q was granted to %s (token %d) at %s, within the lock-delay (%s) of %s's grant (token %d), revoked no earlier than %s",
+						name, next.Holder, next.token, stamp(next.Return), delay, prev.Holder, prev.token, stamp(revokedAt))})
+				}
+				continue
+			}
+			if lastRefresh == 0 {
 				continue
 			}
 			if next.Return-lastRefresh < int64(minExpiry) {
 				vs = append(vs, Violation{InvNoOverlap, fmt.Sprintf("%q was granted to %s (token %d) at %s, while %s's grant (token %d), refreshed at %s, could not yet have expired",
 					name, next.Holder, next.token, stamp(next.Return), prev.Holder, prev.token, stamp(lastRefresh))})
+			} else if next.Return-lastRefresh < int64(minExpiry)+m.minDelay(delay) {
+				vs = append(vs, Violation{InvLockDelay, fmt.Sprintf("%q was granted to %s (token %d) at %s, within the lock-delay (%s) of %s's grant (token %d), refreshed at %s, after its expiry",
+					name, next.Holder, next.token, stamp(next.Return), delay, prev.Holder, prev.token, stamp(lastRefresh))})
 			}
 		}
 	}

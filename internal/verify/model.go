@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -32,21 +33,89 @@ type leaseState struct {
 	TokenKnown bool   // false after a grant whose answer was lost
 	Refresh    int64  // call time of the last grant/renewal that took effect
 	MaxToken   uint64 // highest token known to have been granted
-	KeySet     bool
-	KeyValue   string
-	KeyToken   uint64
+	// Delay is the lock-delay of the current (or last) grant.
+	Delay time.Duration
+	// Delayed: the last grant ended without a release (it expired or
+	// was revoked) and had a lock-delay, which may still be in force;
+	// FreeAt is the earliest real time it can have passed, before which
+	// no new grant can take effect.
+	Delayed  bool
+	FreeAt   int64
+	KeySet   bool
+	KeyValue string
+	KeyToken uint64
 }
 
 // Model checks histories of one lease name.
 type Model struct {
 	// MinExpiry is the least real time a grant or renewal lasts.
 	MinExpiry time.Duration
+	// DelayScale is the least real time a lock-delay lasts, per unit of
+	// its length (cluster time runs at most this much slower than
+	// 1/scale: 0.99 divided by the fastest clock rate). 0 counts a
+	// lock-delay as no time (weaker: only for histories without them).
+	DelayScale float64
 }
+
+// minDelay is the least real time a lock-delay of d lasts.
+func (m Model) minDelay(d time.Duration) int64 { return int64(float64(d) * m.DelayScale) }
 
 // canExpire reports whether the current grant may have ended by the time
 // an operation returning at ret took effect.
 func (m Model) canExpire(s leaseState, ret int64) bool {
 	return !s.Live || ret-s.Refresh >= int64(m.MinExpiry)
+}
+
+// canGrant reports whether a new grant may have been made by the time an
+// operation returning at ret took effect: the current grant may have
+// expired and its lock-delay passed, or the last grant ended and its
+// lock-delay may have passed.
+func (m Model) canGrant(s leaseState, ret int64) bool {
+	if s.Live {
+		return ret-s.Refresh >= int64(m.MinExpiry)+m.minDelay(s.Delay)
+	}
+	return !s.Delayed || ret >= s.FreeAt
+}
+
+// expired is s once its live grant expired (without a release): its
+// lock-delay, if any, runs from the expiry, no earlier than MinExpiry
+// after the last refresh.
+func (m Model) expired(s leaseState) leaseState {
+	n := s
+	n.Live = false
+	n.Delayed, n.FreeAt = s.Delay > 0, 0
+	if n.Delayed {
+		n.FreeAt = s.Refresh + int64(m.MinExpiry) + m.minDelay(s.Delay)
+	}
+	return n
+}
+
+// revoked is s once its live grant was revoked by an op called at call:
+// its lock-delay runs from the revocation.
+func (m Model) revoked(s leaseState, call int64) leaseState {
+	n := s
+	n.Live = false
+	n.Delayed, n.FreeAt = s.Delay > 0, 0
+	if n.Delayed {
+		n.FreeAt = call + m.minDelay(s.Delay)
+	}
+	return n
+}
+
+// matches reports whether the grant holder#token is s's current (or last)
+// grant, and returns s with the token learnt if it was unknown.
+func (m Model) matches(s leaseState, holder string, token uint64) (leaseState, bool) {
+	if s.Holder != holder {
+		return s, false
+	}
+	if s.TokenKnown {
+		return s, s.Token == token
+	}
+	if token <= s.MaxToken {
+		return s, false
+	}
+	s.Token, s.TokenKnown, s.MaxToken = token, true, token
+	return s, true
 }
 
 func (m Model) isCurrent(s leaseState, token uint64) bool {
@@ -64,6 +133,8 @@ func (m Model) step(s leaseState, r Record) []leaseState {
 		return m.renewOrRelease(s, r)
 	case OpPut:
 		return m.put(s, r)
+	case OpRevoke:
+		return m.revoke(s, r)
 	case OpGet:
 		switch r.Outcome {
 		case Ok:
@@ -84,6 +155,7 @@ func (m Model) step(s leaseState, r Record) []leaseState {
 
 func (m Model) grant(s leaseState, r Record, token uint64, known bool) leaseState {
 	s.Live, s.Holder, s.Token, s.TokenKnown, s.Refresh = true, r.Holder, token, known, r.Call
+	s.Delay, s.Delayed, s.FreeAt = r.LockDelay, false, 0
 	if token > s.MaxToken {
 		s.MaxToken = token
 	}
@@ -100,20 +172,43 @@ func (m Model) acquire(s leaseState, r Record) []leaseState {
 			n := s
 			n.Token, n.TokenKnown = t, true
 			n.Refresh = max(n.Refresh, r.Call)
+			n.Delay = r.LockDelay // an acquire by the holder sets its lock-delay
 			if t > n.MaxToken {
 				n.MaxToken = t
 			}
 			out := []leaseState{n}
-			if !s.TokenKnown && m.canExpire(s, r.Return) {
+			if !s.TokenKnown && m.canGrant(s, r.Return) {
 				out = append(out, m.grant(s, r, t, true))
 			}
 			return out
 		}
-		if t > s.MaxToken && m.canExpire(s, r.Return) {
+		if t > s.MaxToken && m.canGrant(s, r.Return) {
 			return []leaseState{m.grant(s, r, t, true)}
 		}
 		return nil
 	case Held:
+		if r.Delayed {
+			// The name is in the lock-delay of the grant the answer
+			// names: it ended without a release (expired, or revoked),
+			// and it had a lock-delay.
+			if s.Live {
+				if !m.canExpire(s, r.Return) || s.Delay == 0 {
+					return nil
+				}
+				n, ok := m.matches(s, r.OutHolder, r.OutToken)
+				if !ok {
+					return nil
+				}
+				return []leaseState{m.expired(n)}
+			}
+			if !s.Delayed {
+				return nil // released, or no lock-delay: nothing holds the name
+			}
+			if n, ok := m.matches(s, r.OutHolder, r.OutToken); ok {
+				return []leaseState{n}
+			}
+			return nil
+		}
 		if !s.Live || s.Holder == r.Holder || (r.OutHolder != "" && r.OutHolder != s.Holder) {
 			return nil
 		}
@@ -140,11 +235,51 @@ func (m Model) acquire(s leaseState, r Record) []leaseState {
 			at = r.Return
 		}
 		out := []leaseState{s}
-		if m.canExpire(s, at) {
-			// A grant whose token nobody learned.
+		if s.Live && s.Holder == r.Holder && s.Delay != r.LockDelay {
+			// A renewal by the holder, which sets its lock-delay
+			// (leaving Refresh alone is the weaker, sound choice).
 			n := s
-			n.Live, n.Holder, n.TokenKnown, n.Token, n.Refresh = true, r.Holder, false, 0, r.Call
+			n.Delay = r.LockDelay
 			out = append(out, n)
+		}
+		if m.canGrant(s, at) {
+			// A grant whose token nobody learned.
+			n := m.grant(s, r, 0, false)
+			out = append(out, n)
+		}
+		return out
+	}
+	return []leaseState{s}
+}
+
+// revoke: an operator's revocation of the live grant (of r.Token, or any).
+func (m Model) revoke(s leaseState, r Record) []leaseState {
+	switch r.Outcome {
+	case Ok:
+		if !s.Live || (r.Token != 0 && r.Token != r.OutToken) {
+			return nil
+		}
+		n, ok := m.matches(s, r.OutHolder, r.OutToken)
+		if !ok {
+			return nil
+		}
+		return []leaseState{m.revoked(n, r.Call)}
+	case NotFound:
+		if !s.Live {
+			return []leaseState{s}
+		}
+		var out []leaseState
+		if r.Token != 0 && (!s.TokenKnown || s.Token != r.Token) {
+			out = append(out, s) // another grant than the one asked for
+		}
+		if (r.Token == 0 || !s.TokenKnown || s.Token == r.Token) && m.canExpire(s, r.Return) {
+			out = append(out, m.expired(s)) // it had expired
+		}
+		return out
+	case Indeterminate:
+		out := []leaseState{s}
+		if s.Live && (r.Token == 0 || !s.TokenKnown || s.Token == r.Token) {
+			out = append(out, m.revoked(s, r.Call))
 		}
 		return out
 	}
@@ -159,9 +294,7 @@ func (m Model) stale(s leaseState, r Record, t uint64, keyTooNew bool) []leaseSt
 	if !m.canExpire(s, r.Return) {
 		return nil
 	}
-	n := s
-	n.Live = false // it expired, and stays ended
-	return []leaseState{n}
+	return []leaseState{m.expired(s)} // it expired, and stays ended
 }
 
 func (m Model) renewOrRelease(s leaseState, r Record) []leaseState {
@@ -172,7 +305,7 @@ func (m Model) renewOrRelease(s leaseState, r Record) []leaseState {
 		}
 		n := s
 		if r.Op == OpRelease {
-			n.Live = false
+			n.Live, n.Delayed, n.FreeAt = false, false, 0 // a release skips the lock-delay
 		} else {
 			n.Refresh = max(n.Refresh, r.Call)
 		}
@@ -183,7 +316,7 @@ func (m Model) renewOrRelease(s leaseState, r Record) []leaseState {
 		out := []leaseState{s}
 		if r.Op == OpRelease && m.isCurrent(s, r.Token) {
 			n := s
-			n.Live = false
+			n.Live, n.Delayed, n.FreeAt = false, false, 0
 			out = append(out, n)
 		}
 		// A renewal that may have happened only makes expiry later;
@@ -248,6 +381,12 @@ func (m Model) porcupineFrom(init []leaseState) porcupine.Model {
 			if s.KeySet {
 				key = fmt.Sprintf("%q@%d", s.KeyValue, s.KeyToken)
 			}
+			if s.Delay > 0 {
+				lease += fmt.Sprintf(" (lock-delay %s)", s.Delay)
+			}
+			if s.Delayed {
+				lease += fmt.Sprintf(", delayed until at least %s", stamp(s.FreeAt))
+			}
 			return fmt.Sprintf("lease %s, max token %d, key %s", lease, s.MaxToken, key)
 		},
 	}
@@ -270,13 +409,22 @@ func describe(r Record) string {
 		in = fmt.Sprintf("put(%s, %q, #%d)", r.Key, r.Value, r.Token)
 	case OpGet:
 		in = fmt.Sprintf("get(%s)", r.Key)
+	case OpRevoke:
+		in = fmt.Sprintf("revoke(#%d)", r.Token)
+	}
+	if r.LockDelay > 0 {
+		in = strings.TrimSuffix(in, ")") + fmt.Sprintf(", lock-delay %s)", r.LockDelay)
 	}
 	out := r.Outcome
 	switch {
 	case r.Op == OpAcquire && r.Outcome == Ok:
 		out = fmt.Sprintf("ok #%d", r.OutToken)
+	case r.Outcome == Held && r.Delayed:
+		out = fmt.Sprintf("in the lock-delay of %s#%d", r.OutHolder, r.OutToken)
 	case r.Outcome == Held:
 		out = fmt.Sprintf("held by %s#%d", r.OutHolder, r.OutToken)
+	case r.Op == OpRevoke && r.Outcome == Ok:
+		out = fmt.Sprintf("revoked %s#%d", r.OutHolder, r.OutToken)
 	case r.Op == OpGet && r.Outcome == Ok:
 		out = fmt.Sprintf("%q@%d", r.OutValue, r.OutToken)
 	}

@@ -3,6 +3,7 @@ package verify
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 
 const ms = int64(time.Millisecond)
 
-var testModel = Model{MinExpiry: 1600 * time.Millisecond}
+// testModel counts a lock-delay 1:1 in real time.
+var testModel = Model{MinExpiry: 1600 * time.Millisecond, DelayScale: 1}
 
 // op builds a record with call and return in milliseconds.
 func op(worker int, kind, holder string, call, ret int64, outcome string, f func(*Record)) Record {
@@ -29,6 +31,15 @@ func heldBy(h string, t uint64) func(*Record) {
 }
 func write(t uint64, v string) func(*Record) { return func(r *Record) { r.Token, r.Value = t, v } }
 func read(v string, t uint64) func(*Record)  { return func(r *Record) { r.OutValue, r.OutToken = v, t } }
+func delayed(d int64, t uint64) func(*Record) {
+	return func(r *Record) { r.LockDelay, r.OutToken = time.Duration(d*ms), t }
+}
+func inDelayOf(h string, t uint64) func(*Record) {
+	return func(r *Record) { r.OutHolder, r.OutToken, r.Delayed = h, t, true }
+}
+func revokedGrant(h string, t uint64) func(*Record) {
+	return func(r *Record) { r.OutHolder, r.OutToken = h, t }
+}
 
 func TestModel(t *testing.T) {
 	tests := []struct {
@@ -113,6 +124,93 @@ func TestModel(t *testing.T) {
 			op(0, OpPut, "a", 1800, 1810, Stale, write(1, "x")),
 			op(0, OpRenew, "a", 1900, 1910, Ok, withTok(1)),
 		}, false},
+
+		// Lock-delays: a grant with one that expires (or is revoked)
+		// keeps the name from everyone for that long more.
+		{"grant after the expiry and the lock-delay", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+			op(1, OpAcquire, "b", 2700, 2710, Ok, granted(2)),
+		}, true},
+		{"grant within the lock-delay after the expiry", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+			op(1, OpAcquire, "b", 1700, 1710, Ok, granted(2)),
+		}, false},
+		{"told about the lock-delay, then granted at its end", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+			op(1, OpAcquire, "b", 1700, 1710, Held, inDelayOf("a", 1)),
+			op(0, OpAcquire, "a", 1720, 1730, Held, inDelayOf("a", 1)),
+			op(1, OpAcquire, "b", 1740, 2700, Ok, granted(2)),
+		}, true},
+		{"a lock-delay answer before the grant could expire", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+			op(1, OpAcquire, "b", 500, 510, Held, inDelayOf("a", 1)),
+		}, false},
+		{"a lock-delay answer after a release", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+			op(0, OpRelease, "a", 20, 30, Ok, withTok(1)),
+			op(1, OpAcquire, "b", 40, 50, Held, inDelayOf("a", 1)),
+		}, false},
+		{"a lock-delay answer for a grant without one", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
+			op(1, OpAcquire, "b", 1700, 1710, Held, inDelayOf("a", 1)),
+		}, false},
+		{"a release skips the lock-delay", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+			op(0, OpRelease, "a", 20, 30, Ok, withTok(1)),
+			op(1, OpAcquire, "b", 40, 50, Ok, granted(2)),
+		}, true},
+		{"a renewal by acquire sets the lock-delay", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+			op(0, OpAcquire, "a", 20, 30, Ok, granted(1)),
+			op(1, OpAcquire, "b", 1700, 1710, Ok, granted(2)),
+		}, true},
+
+		// Revocations.
+		{"a grant after a revocation", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
+			op(2, OpRevoke, "ops", 100, 110, Ok, revokedGrant("a", 1)),
+			op(1, OpAcquire, "b", 120, 130, Ok, granted(2)),
+			op(0, OpRenew, "a", 140, 150, Stale, withTok(1)),
+			op(0, OpPut, "a", 160, 170, Stale, write(1, "late")),
+		}, true},
+		{"a revoked holder renews", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
+			op(2, OpRevoke, "ops", 100, 110, Ok, revokedGrant("a", 1)),
+			op(0, OpRenew, "a", 140, 150, Ok, withTok(1)),
+		}, false},
+		{"a grant within the lock-delay of a revoked grant", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+			op(2, OpRevoke, "ops", 100, 110, Ok, revokedGrant("a", 1)),
+			op(1, OpAcquire, "b", 500, 510, Ok, granted(2)),
+		}, false},
+		{"a grant after the lock-delay of a revoked grant", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+			op(2, OpRevoke, "ops", 100, 110, Ok, revokedGrant("a", 1)),
+			op(1, OpAcquire, "b", 1150, 1160, Ok, granted(2)),
+		}, true},
+		{"a revocation of a released grant", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
+			op(0, OpRelease, "a", 20, 30, Ok, withTok(1)),
+			op(2, OpRevoke, "ops", 40, 50, Ok, revokedGrant("a", 1)),
+		}, false},
+		{"a revocation names another holder", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
+			op(2, OpRevoke, "ops", 40, 50, Ok, revokedGrant("b", 1)),
+		}, false},
+		{"nothing to revoke while the grant is certainly live", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
+			op(2, OpRevoke, "ops", 100, 110, NotFound, nil),
+		}, false},
+		{"nothing to revoke after the grant may have expired", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
+			op(2, OpRevoke, "ops", 2000, 2010, NotFound, nil),
+			op(0, OpRenew, "a", 2100, 2110, Stale, withTok(1)),
+		}, true},
+		{"an indeterminate revocation may free the name", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
+			op(2, OpRevoke, "ops", 100, 110, Indeterminate, nil),
+			op(1, OpAcquire, "b", 200, 210, Ok, granted(2)),
+		}, true},
 	}
 	pm := testModel.Porcupine()
 	for _, tt := range tests {
@@ -132,7 +230,7 @@ func TestModel(t *testing.T) {
 }
 
 func TestInvariants(t *testing.T) {
-	min := testModel.MinExpiry
+	min := testModel
 	good := History{
 		op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
 		op(0, OpPut, "a", 20, 30, Ok, write(1, "x")),
@@ -143,6 +241,22 @@ func TestInvariants(t *testing.T) {
 	final := map[string]FinalValue{KeyOf("l"): {Key: KeyOf("l"), Found: true, Value: "y", Token: 2}}
 	if vs := CheckInvariants(good, final, min); len(vs) != 0 {
 		t.Fatalf("legal history: %v", vs)
+	}
+	// A revoked grant (without a lock-delay) or one released during its
+	// lock-delay's holder's term is followed at once.
+	for _, h := range []History{{
+		op(0, OpAcquire, "a", 0, 10, Ok, granted(1)),
+		op(0, OpRenew, "a", 20, 30, Ok, withTok(1)),
+		op(2, OpRevoke, "ops", 100, 110, Ok, revokedGrant("a", 1)),
+		op(1, OpAcquire, "b", 120, 130, Ok, granted(2)),
+	}, {
+		op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+		op(0, OpRelease, "a", 20, 30, Ok, withTok(1)),
+		op(1, OpAcquire, "b", 40, 50, Ok, granted(2)),
+	}} {
+		if vs := CheckInvariants(h, nil, min); len(vs) != 0 {
+			t.Fatalf("legal history: %v", vs)
+		}
 	}
 	tests := []struct {
 		name  string
@@ -159,6 +273,16 @@ func TestInvariants(t *testing.T) {
 			op(0, OpRenew, "a", 100, 110, Ok, withTok(1)),
 			op(1, OpAcquire, "b", 1000, 1010, Ok, granted(2)),
 		}, nil, InvNoOverlap},
+		{"a grant within the lock-delay after the expiry", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+			op(0, OpRenew, "a", 100, 110, Ok, withTok(1)),
+			op(1, OpAcquire, "b", 2000, 2010, Ok, granted(2)),
+		}, nil, InvLockDelay},
+		{"a grant within the lock-delay after a revocation", History{
+			op(0, OpAcquire, "a", 0, 10, Ok, delayed(1000, 1)),
+			op(2, OpRevoke, "ops", 100, 110, Ok, revokedGrant("a", 1)),
+			op(1, OpAcquire, "b", 500, 510, Ok, granted(2)),
+		}, nil, InvLockDelay},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -358,5 +482,55 @@ func TestHeldAfterRetryIsBounded(t *testing.T) {
 	after[0].Err = "" // an indeterminate acquire of another cause may take effect later
 	if r := CheckLinearizable(testModel, after, time.Minute, time.Minute)[0]; r.Result != porcupine.Ok {
 		t.Fatalf("a grant within the effect window: %s, want ok", r.Result)
+	}
+}
+
+// TestSeed207778813Lock1 replays part of the history of lock-1 of the
+// first run with lock-delays (seed 207778813, 2 minutes): w7's waiting
+// acquire asked for a lock-delay of 500ms, but its wait ran out as the
+// grant came, and the node's last try renewed the grant without the
+// delay (fixed: node.lastTry). When the grant expired, w5 was granted at
+// once. Both the model and lock-delay-respected must reject it, and
+// accept it had w7 asked for no lock-delay.
+func TestSeed207778813Lock1(t *testing.T) {
+	f, err := os.Open("testdata/seed207778813-lock-1.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, err := ReadJSONL(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	m := Model{MinExpiry: cfg.MinExpiry(), DelayScale: cfg.DelayScale()}
+	if r := CheckLinearizable(m, h, cfg.EffectWindow, time.Minute)[0]; r.Result != porcupine.Illegal {
+		t.Errorf("the history that failed is %s, want illegal", r.Result)
+	}
+	found := false
+	for _, v := range CheckInvariants(h, nil, m) {
+		found = found || v.Invariant == InvLockDelay
+	}
+	if !found {
+		t.Errorf("no %s violation", InvLockDelay)
+	}
+	// The same history with w7's acquire asking for no lock-delay is
+	// legal: the failure is the lock-delay's.
+	fixed := slices.Clone(h)
+	n := 0
+	for i, r := range fixed {
+		if r.Worker == 7 && r.Op == OpAcquire && r.OutToken == 68 {
+			fixed[i].LockDelay = 0
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d acquires of token 68 by w7 in the history", n)
+	}
+	if r := CheckLinearizable(m, fixed, cfg.EffectWindow, time.Minute)[0]; r.Result != porcupine.Ok {
+		t.Errorf("without the lock-delay: %s, want ok", r.Result)
+	}
+	if vs := CheckInvariants(fixed, nil, m); len(vs) != 0 {
+		t.Errorf("without the lock-delay: %v", vs)
 	}
 }

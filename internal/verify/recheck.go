@@ -36,12 +36,12 @@ func Recheck(dir string, cfg Config) (*Report, error) {
 		Final: old.Final, SnapshotInstalls: old.SnapshotInstalls, Pauses: old.Pauses, Membership: old.Membership}
 	rep.count(all)
 	h, terms := all.Split()
-	m := Model{MinExpiry: cfg.MinExpiry()}
+	m := Model{MinExpiry: cfg.MinExpiry(), DelayScale: cfg.DelayScale()}
 	checked := h
-	rep.Violations = CheckInvariants(h, old.Final, m.MinExpiry)
+	rep.Violations = CheckInvariants(h, old.Final, m)
 	if cfg.Legacy {
 		checked = append(append(History(nil), h...), RetriedAcquires(h)...)
-		rep.Violations = CheckInvariants(checked, old.Final, m.MinExpiry)
+		rep.Violations = CheckInvariants(checked, old.Final, m)
 	}
 	// What cannot be checked again is taken from the run: the faults'
 	// own findings, and the election checks when the summary predates

@@ -64,7 +64,11 @@ func (r *Report) count(h History) {
 		if r.Ops[op] == nil {
 			r.Ops[op] = map[string]int{}
 		}
-		r.Ops[op][rec.Outcome]++
+		outcome := rec.Outcome
+		if outcome == Held && rec.Delayed {
+			outcome = HeldLockDelay
+		}
+		r.Ops[op][outcome]++
 	}
 }
 
@@ -88,9 +92,12 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "tenure-verify: seed %d, schedule %s, %d nodes, %d workers, %s%s\n\n",
 		r.Seed, r.ScheduleHash, r.Nodes, r.Workers, r.Duration.Round(100*time.Millisecond), mode)
-	outcomes := []string{Ok, Held, Stale, NotFound, Failed, Indeterminate}
+	outcomes := []string{Ok, Held, HeldLockDelay, Stale, NotFound, Failed, Indeterminate}
 	fmt.Fprintf(w, "%-14s %7s", "operation", "total")
 	for _, o := range outcomes {
+		if o == HeldLockDelay {
+			o = "lock-delay" // held: in a lock-delay
+		}
 		fmt.Fprintf(w, " %13s", o)
 	}
 	fmt.Fprintln(w)
@@ -142,7 +149,7 @@ func (r *Report) Print(w io.Writer) {
 		fs = []string{"not read (durability not checked)"}
 	}
 	fmt.Fprintf(w, "final state: %s\n", strings.Join(fs, " "))
-	fmt.Fprintf(w, "invariants: tokens-grow, no-stale-write, acked-writes-durable, no-overlapping-grants\n")
+	fmt.Fprintf(w, "invariants: tokens-grow, no-stale-write, acked-writes-durable, no-overlapping-grants, lock-delay-respected\n")
 	if m := r.Membership; len(m.Start) > 0 {
 		fmt.Fprintf(w, "cluster size (%s): %d voters at the start, %d at the end (%s), waited %s",
 			InvClusterSize, len(m.Start), len(m.End), strings.Join(m.End, ", "), m.Waited.Round(100*time.Millisecond))
@@ -156,8 +163,8 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	t := r.Terms
-	fmt.Fprintf(w, "election terms (%s, %s, %s): %d terms, %d writes (%d ok), %d late writes, %d overlaps excused by a pause\n",
-		InvTermTokens, InvWriteInTerm, InvTermsDisjoint, t.Terms, t.Writes, t.WritesOK, t.LateWrites, t.Excused)
+	fmt.Fprintf(w, "election terms (%s, %s, %s): %d terms (%d ended by %d revocations), %d writes (%d ok), %d late writes, %d overlaps excused by a pause\n",
+		InvTermTokens, InvWriteInTerm, InvTermsDisjoint, t.Terms, t.Revoked, t.Revokes, t.Writes, t.WritesOK, t.LateWrites, t.Excused)
 	ws := r.Watches
 	fmt.Fprintf(w, "watches (%s): %d watchers, %d streams (%d resets), %d events at %d indexes\n",
 		InvWatch, ws.Watchers, ws.Streams, ws.Resets, ws.Events, ws.Indexes)

@@ -25,6 +25,12 @@ type TermStats struct {
 	WritesOK   int `json:"writes_ok"`
 	LateWrites int `json:"late_writes"`      // tried after the term's context ended; must be refused without a request
 	Excused    int `json:"overlaps_excused"` // overlaps explained by a pause of the earlier holder's process
+	// Revoked counts the terms an operator's revocation ended (their
+	// sessions have a lock-delay of the TTL, so the next term must still
+	// begin after they ended), and Revokes the revocations of election
+	// names that ended a grant.
+	Revoked int `json:"revoked"`
+	Revokes int `json:"revokes"`
 }
 
 type termKey struct {
@@ -57,6 +63,13 @@ func CheckTerms(h History, pauses map[int][]Interval) ([]Violation, TermStats) {
 			terms[termKey{r.Worker, r.Term}] = r
 			byName[r.Name] = append(byName[r.Name], r)
 			st.Terms++
+			if r.Revoked {
+				st.Revoked++
+			}
+		case OpTermRevoke:
+			if r.Outcome == Ok {
+				st.Revokes++
+			}
 		case OpTermPut:
 			puts = append(puts, r)
 			st.Writes++

@@ -131,6 +131,17 @@ func (c Config) MinExpiry() time.Duration {
 	return time.Duration(float64(c.TTL) / maxRate * 0.99)
 }
 
+// DelayScale is the least real time a lock-delay lasts per unit of its
+// length: the fastest clock rate the nemesis sets, less 1% for timer
+// slop, as for MinExpiry.
+func (c Config) DelayScale() float64 {
+	maxRate := 1.0
+	for _, r := range ClockRates {
+		maxRate = max(maxRate, r)
+	}
+	return 0.99 / maxRate
+}
+
 // Drift is the clock-rate allowance of the election workers' sessions:
 // the fastest clock rate the nemesis sets, less 1.
 func (c Config) Drift() float64 {
@@ -242,12 +253,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i := range cfg.ElectionNames {
 		elect = append(elect, fmt.Sprintf("elect-%d", i))
 	}
+	if cfg.ElectionWorkers > 0 {
+		for i := range wcfgs {
+			wcfgs[i].Elected = elect
+		}
+	}
 	for i := range max(cfg.ElectionWorkers, 0) {
 		wcfgs = append(wcfgs, WorkerConfig{ID: cfg.Workers + i, Seed: cfg.Seed, Endpoints: c.Endpoints(), TTL: cfg.TTL, Election: elect, Drift: cfg.Drift()})
 	}
 	if sec != nil {
 		for i := range wcfgs {
-			wcfgs[i].CACert, wcfgs[i].Token = sec.CACert, sec.workers[wcfgs[i].ID]
+			wcfgs[i].CACert, wcfgs[i].Token, wcfgs[i].AdminToken = sec.CACert, sec.workers[wcfgs[i].ID], sec.AdminToken
 		}
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
@@ -288,9 +304,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		logf("worker output: %s", e)
 	}
 
-	m := Model{MinExpiry: cfg.MinExpiry()}
+	m := Model{MinExpiry: cfg.MinExpiry(), DelayScale: cfg.DelayScale()}
 	checked := h
-	rep.Violations = CheckInvariants(h, final, m.MinExpiry)
+	rep.Violations = CheckInvariants(h, final, m)
 	rep.Violations = append(rep.Violations, nem.Violations...)
 	rep.Violations = append(rep.Violations, members.Check()...)
 	rep.Violations = append(rep.Violations, unreadableAfterPowerLoss(cfg, h, finalErr)...)

@@ -104,7 +104,8 @@ func (w *Watchers) Stop() ([]WatchRecord, int) {
 }
 
 func isChange(t string) bool {
-	return t == client.EventGranted.String() || t == client.EventReleased.String() || t == client.EventExpired.String()
+	return t == client.EventGranted.String() || t == client.EventReleased.String() || t == client.EventExpired.String() ||
+		t == client.EventRevoked.String()
 }
 
 func (r WatchRecord) key() string { return fmt.Sprintf("%s %s#%d", r.Type, r.Name, r.Token) }

@@ -43,6 +43,12 @@ type WorkerConfig struct {
 	// with CACert) and authenticate with Token (--tls).
 	CACert string `json:"cacert,omitempty"`
 	Token  string `json:"token,omitempty"`
+	// AdminToken, when set (with --tls), is the token the worker revokes
+	// with: revoking needs the admin role.
+	AdminToken string `json:"admin_token,omitempty"`
+	// Elected are the names election workers lead, which a lease worker
+	// revokes now and then too.
+	Elected []string `json:"elected,omitempty"`
 }
 
 // WorkerEnv is the environment variable that turns the tenure-verify
@@ -160,8 +166,17 @@ func RunWorker(cfgJSON string) int {
 		return 1
 	}
 	defer cl.Close()
-	w := &worker{cfg: cfg, cl: cl, rt: rt, rnd: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
-		holder: fmt.Sprintf("w%d", cfg.ID), enc: json.NewEncoder(os.Stdout), http: &http.Client{}}
+	admin := cl
+	if cfg.AdminToken != "" {
+		ccfg.Token = cfg.AdminToken
+		if admin, err = client.New(ccfg); err != nil {
+			fmt.Fprintf(os.Stderr, "worker: %v\n", err)
+			return 1
+		}
+		defer admin.Close()
+	}
+	w := &worker{cfg: cfg, cl: cl, admin: admin, rt: rt, rnd: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
+		holder: fmt.Sprintf("w%d", cfg.ID), enc: json.NewEncoder(os.Stdout), http: &http.Client{}, seen: map[string]uint64{}}
 	if len(cfg.Election) > 0 {
 		w.runElection(ctx)
 		return 0
@@ -185,6 +200,7 @@ type worker struct {
 	mu     sync.Mutex // guards emit and seq (election workers write from two goroutines)
 	cfg    WorkerConfig
 	cl     *client.Client
+	admin  *client.Client // revokes (the admin role with --tls)
 	rt     *countingTransport
 	rnd    *rand.Rand
 	holder string
@@ -194,7 +210,14 @@ type worker struct {
 
 	name  string // lease held, if token != 0
 	token uint64
+	delay time.Duration // its lock-delay
+	// seen is the token a held answer last named, per name: a revoke
+	// sometimes names it.
+	seen map[string]uint64
 }
+
+// lockDelays are the lock-delays an acquire asks for, at random.
+var lockDelays = []time.Duration{0, 0, 500 * time.Millisecond, 1500 * time.Millisecond}
 
 func (w *worker) emit(r Record) {
 	w.mu.Lock()
@@ -220,7 +243,7 @@ func outcome(err error, r *Record) {
 	case errors.Is(err, client.ErrLeaseHeld):
 		r.Outcome = Held
 		if he, ok := errors.AsType[*client.HeldError](err); ok {
-			r.OutHolder, r.OutToken = he.Holder, he.Token
+			r.OutHolder, r.OutToken, r.Delayed = he.Holder, he.Token, he.LockDelay
 		}
 	case errors.Is(err, client.ErrStaleToken):
 		r.Outcome = Stale
@@ -242,9 +265,17 @@ func (w *worker) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if w.token == 0 {
 			w.name = w.cfg.Names[w.rnd.IntN(len(w.cfg.Names))]
-			if w.rnd.IntN(4) == 0 {
+			switch p := w.rnd.IntN(20); {
+			case p == 0:
+				if n := w.rnd.IntN(len(w.cfg.Names) + len(w.cfg.Elected)); n >= len(w.cfg.Names) {
+					w.revoke(ctx, w.cfg.Elected[n-len(w.cfg.Names)], OpTermRevoke)
+				} else {
+					w.revoke(ctx, w.name, OpRevoke)
+				}
+			case p < 5:
 				w.get(ctx, w.name)
-			} else {
+			default:
+				w.delay = lockDelays[w.rnd.IntN(len(lockDelays))]
 				w.acquire(ctx, w.name, w.rnd.IntN(2) == 0)
 			}
 			if w.token == 0 {
@@ -276,12 +307,16 @@ func (w *worker) run(ctx context.Context) {
 func now() int64 { return time.Now().UnixNano() }
 
 func (w *worker) acquire(ctx context.Context, name string, wait bool) {
-	r := Record{Op: OpAcquire, Name: name, Holder: w.holder, Wait: wait}
+	// A re-acquire (a renewal) keeps the grant's lock-delay.
+	r := Record{Op: OpAcquire, Name: name, Holder: w.holder, Wait: wait, LockDelay: w.delay}
 	var opts []client.AcquireOption
 	d := 3 * time.Second
 	if wait {
 		opts = append(opts, client.Wait(2*time.Second))
 		d = 5 * time.Second
+	}
+	if w.delay > 0 {
+		opts = append(opts, client.LockDelay(w.delay))
 	}
 	octx, cancel := context.WithTimeout(ctx, d)
 	r.Call = now()
@@ -294,6 +329,32 @@ func (w *worker) acquire(ctx context.Context, name string, wait bool) {
 		w.name, w.token = name, l.Token
 	} else if r.Outcome == Indeterminate && w.token != 0 {
 		w.token = 0 // it may have been re-granted under a new token
+	} else if r.Outcome == Held {
+		w.seen[name] = r.OutToken
+	}
+	w.emit(r)
+}
+
+// revoke revokes name as an operator: every grant of it, or now and then
+// the one a held answer named. op is OpRevoke, or OpTermRevoke for a name
+// of the election workers.
+func (w *worker) revoke(ctx context.Context, name, op string) {
+	r := Record{Op: op, Name: name, Holder: w.holder}
+	if tok := w.seen[name]; tok != 0 && w.rnd.IntN(3) == 0 {
+		r.Token = tok
+	}
+	octx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	r.Call = now()
+	ls, err := w.admin.Revoke(octx, name, r.Token, fmt.Sprintf("verify w%d", w.cfg.ID))
+	r.Return = now()
+	cancel()
+	outcome(err, &r)
+	if err == nil {
+		if len(ls) != 1 {
+			r.Outcome, r.Err = Failed, fmt.Sprintf("revoked %d grants of a plain lease", len(ls))
+		} else {
+			r.OutToken, r.OutHolder = ls[0].Token, ls[0].Holder
+		}
 	}
 	w.emit(r)
 }

@@ -24,6 +24,9 @@ func LeaseToProto(l lease.Lease, now time.Duration) *tenurev1.Lease {
 func FillLease(p *tenurev1.Lease, durs []durationpb.Duration, l lease.Lease, now time.Duration) *tenurev1.Lease {
 	p.Name, p.Holder, p.Token, p.Limit = l.Name, l.Holder, l.Token, uint32(l.Limit)
 	p.Ttl, p.Remaining = setDuration(&durs[0], l.TTL), setDuration(&durs[1], l.Remaining(now))
+	if l.LockDelay != 0 {
+		p.LockDelay = durationpb.New(l.LockDelay)
+	}
 	return p
 }
 
@@ -44,6 +47,8 @@ func LeaseFromProto(p *tenurev1.Lease) lease.Lease {
 		Token:  p.GetToken(),
 		TTL:    p.GetTtl().AsDuration(),
 		Limit:  int(min(p.GetLimit(), math.MaxInt32)),
+
+		LockDelay: p.GetLockDelay().AsDuration(),
 	}
 }
 
@@ -92,11 +97,19 @@ func ToConnectError(err error) error {
 			detail.Token = held.Token
 			detail.Remaining = durationpb.New(held.Remaining)
 			detail.Limit = uint32(held.Limit)
+			detail.LockDelay = held.LockDelay
+			if held.LockDelay {
+				detail.Ended = durationpb.New(held.Ended)
+			}
 			if err == error(held) {
 				rounded := *held
 				rounded.Remaining = held.Remaining.Round(time.Millisecond)
+				rounded.Ended = held.Ended.Round(time.Millisecond)
 				msgErr = &rounded
 			}
+		}
+		if rev, ok := errors.AsType[*lease.RevokedError](err); ok && m.reason == lease.ReasonStaleToken {
+			detail.Name, detail.Token, detail.RevokeReason = rev.Name, rev.Token, rev.Reason
 		}
 		ce := connect.NewError(m.code, msgErr)
 		if m.reason != "" {
@@ -133,7 +146,12 @@ func FromConnectError(err error) error {
 			Token:     detail.GetToken(),
 			Remaining: detail.GetRemaining().AsDuration(),
 			Limit:     int(min(detail.GetLimit(), math.MaxInt32)),
+			LockDelay: detail.GetLockDelay(),
+			Ended:     detail.GetEnded().AsDuration(),
 		}
+	}
+	if domain == lease.ErrStaleToken && detail.GetRevokeReason() != "" {
+		domain = &lease.RevokedError{Name: detail.GetName(), Token: detail.GetToken(), Reason: detail.GetRevokeReason()}
 	}
 	if domain == nil {
 		return err
@@ -165,6 +183,16 @@ func fromTable(code connect.Code, reason string) error {
 		return only
 	}
 	return nil
+}
+
+// RenewError is ReasonError for one result of a renewal: a STALE_TOKEN
+// with a revoke_reason also unwraps to a *lease.RevokedError.
+func RenewError(r *tenurev1.RenewResult) error {
+	err := ReasonError(r.GetReason(), r.GetMessage())
+	if re, ok := err.(*remoteError); ok && r.GetReason() == lease.ReasonStaleToken && r.GetRevokeReason() != "" {
+		re.errs = []error{&lease.RevokedError{Name: r.GetName(), Token: r.GetToken(), Reason: r.GetRevokeReason()}}
+	}
+	return err
 }
 
 // ReasonError returns an error for a per-item failure reported in a

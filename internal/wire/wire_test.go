@@ -94,6 +94,40 @@ func TestErrorRoundTrip(t *testing.T) {
 	}
 }
 
+// TestRevokedAndDelayedDetails checks that a revoked grant's reason and
+// a lock-delay reach the client in typed errors.
+func TestRevokedAndDelayedDetails(t *testing.T) {
+	got := FromConnectError(ToConnectError(&lease.RevokedError{Name: "jobs/x", Token: 2, Reason: "stuck worker"}))
+	re, ok := errors.AsType[*lease.RevokedError](got)
+	if !ok || *re != (lease.RevokedError{Name: "jobs/x", Token: 2, Reason: "stuck worker"}) || !errors.Is(got, lease.ErrStaleToken) {
+		t.Errorf("revoked: %#v", got)
+	}
+	got = FromConnectError(ToConnectError(&lease.HeldError{Name: "jobs/x", Holder: "a", Token: 3, Remaining: time.Second, LockDelay: true, Ended: 2 * time.Second}))
+	if he, ok := errors.AsType[*lease.HeldError](got); !ok || !he.LockDelay || he.Holder != "a" || he.Token != 3 || he.Remaining != time.Second || he.Ended != 2*time.Second {
+		t.Errorf("lock-delay: %#v", got)
+	}
+	// A plain stale token is not revoked.
+	if got := FromConnectError(ToConnectError(&lease.StaleError{Name: "x", Token: 1, Detail: "d"})); errors.Is(got, lease.ErrRevoked) {
+		t.Errorf("stale mapped to revoked: %v", got)
+	}
+	// A grant's lock-delay.
+	l := lease.Lease{Name: "jobs/x", Holder: "a", Token: 3, TTL: 5 * time.Second, LockDelay: 15 * time.Second}
+	if back := LeaseFromProto(LeaseToProto(l, 0)); back.LockDelay != l.LockDelay {
+		t.Errorf("LeaseFromProto(LeaseToProto) = %+v, want lock-delay 15s", back)
+	}
+	// A renewal's result.
+	err := RenewError(&tenurev1.RenewResult{Name: "jobs/x", Token: 2, Reason: lease.ReasonStaleToken, Message: "m", RevokeReason: "why"})
+	if re, ok := errors.AsType[*lease.RevokedError](err); !ok || re.Reason != "why" || re.Token != 2 || !errors.Is(err, lease.ErrStaleToken) || err.Error() != "m" {
+		t.Errorf("RenewError: %#v", err)
+	}
+	if err := RenewError(&tenurev1.RenewResult{Name: "x", Token: 2, Reason: lease.ReasonStaleToken, Message: "m"}); errors.Is(err, lease.ErrRevoked) || !errors.Is(err, lease.ErrStaleToken) {
+		t.Errorf("RenewError without a revoke reason: %v", err)
+	}
+	if err := RenewError(&tenurev1.RenewResult{Name: "x", Token: 2}); err != nil {
+		t.Errorf("RenewError of a success: %v", err)
+	}
+}
+
 func TestConnectErrorUnchanged(t *testing.T) {
 	ce := connect.NewError(connect.CodeUnavailable, errors.New("x"))
 	if got := ToConnectError(ce); got != error(ce) {

@@ -49,7 +49,8 @@ class ReadmeTest(unittest.TestCase):
     def test_every_block_is_checked(self):
         # A new python block needs a test here, or a place in this list.
         self.assertEqual([h for h, _ in python_blocks(README)],
-                         ["Hold a lease and write under it", "Leader election", "The client"])
+                         ["Hold a lease and write under it", "Leader election", "The client",
+                          "Revocation and lock-delay"])
 
     def test_example_runs(self):
         node = helpers.Node("n1").start()
@@ -96,6 +97,21 @@ class ReadmeTest(unittest.TestCase):
         self.assertEqual(got["tokens"][0], got["tokens"][1], p.stdout)
         self.assertGreater(got["tokens"][0], 0, p.stdout)
         self.assertFalse(got["held_after"], "the lease is still held after elect returned: %s" % p.stdout)
+
+    def test_revocation_runs(self):
+        # The block as written, with the names its text leaves to the
+        # reader: the endpoints, and no token (the test's tenured
+        # authenticates nobody, so anyone may revoke).
+        prelude = ("import os, tenure\n"
+                   "endpoints = os.environ['TENURE_ENDPOINTS'].split(',')\n"
+                   "admin_token = None\n")
+        node = helpers.Node("n1").start()
+        self.addCleanup(node.stop)
+        p = run_python(prelude + block_under("Revocation and lock-delay"), node)
+        if p.returncode != 0:
+            helpers.keep_dirs()
+        self.assertEqual(p.returncode, 0, "the example failed (%s): %s" % (node.describe(), p.stderr))
+        self.assertEqual(p.stdout, "revoked worker-1 1\nrenewal refused: stuck on a bad disk\nlock-delay: True 15\n")
 
     def test_client_listing_matches_the_api(self):
         # "The client" lists the calls against a three-member cluster with

@@ -23,6 +23,7 @@ class TLSAuthTest(helpers.NodeTest):
             "other": ["hold:py/", "read:"],
             "reader": ["read:"],
             "client": ["hold:py/cert/", "read:"],  # the client certificate's principal
+            "ops": ["admin"],
         })
         c = lambda f: os.path.join(cls.certs, f)  # noqa: E731
         cls.ca = c("ca.crt")
@@ -49,6 +50,20 @@ class TLSAuthTest(helpers.NodeTest):
         c2 = tenure.Client(["https://" + self.node.api], ca_file=self.ca, token=self.tokens["app"])
         self.addCleanup(c2.close)
         self.assertEqual(c2.status().state, "leader")
+
+    def test_revoke_needs_admin(self):
+        app = self.client(ca_file=self.ca, token=self.tokens["app"])
+        g = app.acquire("py/tls/revoked", "a", 10)
+        with self.assertRaises(tenure.PermissionDeniedError) as cm:
+            app.revoke("py/tls/revoked", g.token, reason="mine")
+        self.assertIn('principal "app" may not revoke lease "py/tls/revoked": it needs the role admin',
+                      str(cm.exception))
+        self.assertEqual(app.get("py/tls/revoked").token, g.token, "a refused revoke changed nothing")
+        ops = self.client(ca_file=self.ca, token=self.tokens["ops"])
+        self.assertEqual([x.token for x in ops.revoke("py/tls/revoked", reason="rotating keys")], [g.token])
+        with self.assertRaises(tenure.RevokedError) as cm:
+            app.renew_one("py/tls/revoked", g.token)
+        self.assertEqual(cm.exception.reason, "rotating keys")
 
     def test_client_certificate(self):
         c = self.client(ca_file=self.ca, cert_file=os.path.join(self.certs, "client.crt"),

@@ -105,6 +105,9 @@ export interface Lease {
    * clock (0 for leases reported by watch). The lease expires no earlier
    * than sentAt + remainingMs at the cluster's clock rate. */
   sentAt: number;
+  /** The grant's lock-delay in milliseconds (AcquireOptions.lockDelayMs),
+   * 0 for none. */
+  lockDelayMs: number;
 }
 
 /** LeaseRef names one grant. */
@@ -119,7 +122,8 @@ export interface RenewResult {
   /** The renewed grant when err is undefined. */
   lease?: Lease;
   /** A StaleTokenError when the lease was released, expired or granted
-   * again since ref.token was issued. */
+   * again since ref.token was issued; a RevokedError (a StaleTokenError
+   * with the operator's reason) when an operator revoked it. */
   err?: Error;
 }
 
@@ -133,6 +137,15 @@ export interface AcquireOptions extends CallOptions {
    * minutes by default). A retry on another endpoint waits only for what
    * is left (and queues again at the back). */
   waitTimeoutMs?: number;
+  /** A lock-delay for the grant, in milliseconds (at most 60000 by
+   * default; more is an InvalidArgumentError): if the grant expires or an
+   * operator revokes it (not if it is released), the server grants the
+   * name to nobody until this much cluster time has passed since the
+   * expiry (or the revocation); waiters stay queued. An acquire during
+   * the delay fails with a LeaseHeldError whose lockDelay is set. A
+   * mitigation for storage that cannot check fencing tokens, not a
+   * guarantee: the token is. */
+  lockDelayMs?: number;
 }
 
 /** KV is one value of the fenced key-value store. */
@@ -147,13 +160,13 @@ export interface KV {
 }
 
 /** WatchEventType is the kind of a WatchEvent. */
-export type WatchEventType = "current" | "synced" | "granted" | "released" | "expired" | "reset";
+export type WatchEventType = "current" | "synced" | "granted" | "released" | "expired" | "revoked" | "reset";
 
 /** WatchEvent is one event of a watch. */
 export interface WatchEvent {
   /** current: a lease live when the watch (re)started; synced: the current
    * leases have been sent, events follow in commit order; granted,
-   * released, expired: a change; reset: the stream broke and the client
+   * released, expired, revoked (by an operator): a change; reset: the stream broke and the client
    * watched again, maybe on another member: events may have been missed,
    * and the current state follows again (current events and synced). */
   type: WatchEventType;
@@ -162,6 +175,8 @@ export interface WatchEvent {
   /** The raft index of the entry that produced the event (0n for
    * current, synced and reset). */
   index: bigint;
+  /** For revoked: the operator's reason. */
+  reason?: string;
 }
 
 /** Status is one member's view of the cluster. */
@@ -328,6 +343,7 @@ function leaseFromProto(p: PbLease | undefined, sentAt: number): Lease {
     ttlMs: durationToMs(p?.ttl),
     remainingMs: durationToMs(p?.remaining),
     sentAt,
+    lockDelayMs: durationToMs(p?.lockDelay),
   };
 }
 
@@ -337,11 +353,13 @@ const eventTypes: Partial<Record<WatchEvent_Type, WatchEventType>> = {
   [WatchEvent_Type.GRANTED]: "granted",
   [WatchEvent_Type.RELEASED]: "released",
   [WatchEvent_Type.EXPIRED]: "expired",
+  [WatchEvent_Type.REVOKED]: "revoked",
 };
 
 function eventFromProto(ev: PbWatchEvent | undefined): WatchEvent {
   const out: WatchEvent = { type: eventTypes[ev?.type ?? WatchEvent_Type.UNSPECIFIED] ?? "synced", index: ev?.index ?? 0n };
   if (ev?.lease !== undefined) out.lease = leaseFromProto(ev.lease, 0);
+  if (ev?.reason) out.reason = ev.reason;
   return out;
 }
 
@@ -613,7 +631,8 @@ export class Client {
   async acquire(name: string, holder: string, ttlMs: number, opts?: AcquireOptions): Promise<Lease> {
     const wait = opts?.wait ?? false;
     const waitUntil = wait && opts?.waitTimeoutMs ? this.clock.now() + opts.waitTimeoutMs : 0;
-    let req = { name, holder, ttl: msToDuration(ttlMs), wait, waitTimeout: undefined as ReturnType<typeof msToDuration> | undefined };
+    const lockDelay = opts?.lockDelayMs ? msToDuration(opts.lockDelayMs) : undefined;
+    let req = { name, holder, ttl: msToDuration(ttlMs), wait, waitTimeout: undefined as ReturnType<typeof msToDuration> | undefined, lockDelay };
     const timeout = () => {
       req = { ...req, wait, waitTimeout: undefined };
       if (!wait) return this.cfg.requestTimeoutMs;
@@ -633,7 +652,7 @@ export class Client {
       return leaseFromProto(res.lease, sentAt);
     } catch (err) {
       if (err instanceof LeaseHeldError && err.lease === "") {
-        throw new LeaseHeldError(err.message, name, err.holder, err.token, err.remainingMs, { cause: err.cause, code: err.code });
+        throw new LeaseHeldError(err.message, name, err.holder, err.token, err.remainingMs, { cause: err.cause, code: err.code }, err.lockDelay, err.endedMs);
       }
       throw err;
     }
@@ -656,7 +675,7 @@ export class Client {
       throw new TenureError(`client: renew of ${refs.length} leases returned ${res.results.length} results`);
     }
     return res.results.map((r) => {
-      const err = reasonError(r.reason, r.message);
+      const err = reasonError(r.reason, r.message, { name: r.name, token: r.token, reason: r.revokeReason });
       const out: RenewResult = { ref: { name: r.name, token: r.token } };
       if (err === undefined) out.lease = leaseFromProto(r.lease, sentAt);
       else out.err = err;
@@ -679,6 +698,25 @@ export class Client {
     await this.mutating(RetryPolicy.Unsent, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
       ep.lease.release({ name, token, requestId }, { signal }),
     );
+  }
+
+  /**
+   * revoke ends the live grant of name with token now, or every live
+   * grant of name (every slot of a semaphore) if token is 0n, as an
+   * operator: the caller needs the admin role. reason (1-256 bytes of
+   * printable text) is kept with the revoked grant until its old expiry:
+   * its holder's next renewal, release or write fails with a RevokedError
+   * that carries it, and a session's lease ends (lost). The grant's
+   * lock-delay, if any, starts now; otherwise the first waiter is granted
+   * at once, with a larger token. It returns the grants it ended; a name
+   * with no such live grant throws a NotFoundError and changes nothing.
+   * Retried like acquire: a retry gets the first attempt's outcome.
+   */
+  async revoke(name: string, token: bigint, reason: string, opts?: CallOptions): Promise<Lease[]> {
+    const { res, sentAt } = await this.mutating(RetryPolicy.Always, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
+      ep.lease.revoke({ name, token, reason, requestId }, { signal }),
+    );
+    return res.revoked.map((l) => leaseFromProto(l, sentAt));
   }
 
   /** get returns the live grant of name, or throws a NotFoundError. */

@@ -31,6 +31,7 @@ export {
   InvalidArgumentError,
   LeaseHeldError,
   StaleTokenError,
+  RevokedError,
   NotFoundError,
   NotAppliedError,
   DeadlineExceededError,

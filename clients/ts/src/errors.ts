@@ -4,8 +4,9 @@
 // server's message.
 //
 //   invalid_argument                               InvalidArgumentError
-//   failed_precondition, reason LEASE_HELD         LeaseHeldError (holder, token, remaining)
-//   failed_precondition, reason STALE_TOKEN        StaleTokenError
+//   failed_precondition, reason LEASE_HELD         LeaseHeldError (holder, token, remaining, lock-delay)
+//   failed_precondition, reason STALE_TOKEN        StaleTokenError, or RevokedError (a StaleTokenError)
+//                                                  when the detail has a revoke_reason
 //   not_found (reason NOT_FOUND)                   NotFoundError
 //   deadline_exceeded                              DeadlineExceededError
 //   canceled                                       CanceledError
@@ -20,6 +21,7 @@
 // A code shared by several rows (failed_precondition) needs its reason; a
 // failed_precondition without a known reason stays a ConnectError.
 
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { type ErrorDetail, ErrorDetailSchema } from "./gen/tenure/v1/tenure_pb.js";
 import { durationToMs } from "./duration.js";
@@ -63,6 +65,12 @@ export class LeaseHeldError extends TenureError {
     /** Its remaining time on the server, in milliseconds. */
     readonly remainingMs: number,
     options?: { cause?: unknown; code?: Code },
+    /** Set when the name is in a lock-delay: holder and token are the
+     * grant that expired or was revoked, remainingMs the time until the
+     * delay ends, and endedMs how long ago the grant ended (endedMs +
+     * remainingMs is its lock-delay). */
+    readonly lockDelay: boolean = false,
+    readonly endedMs: number = 0,
   ) {
     super(message, options);
   }
@@ -72,6 +80,25 @@ export class LeaseHeldError extends TenureError {
  * expired, or granted again since), or a newer token already wrote the
  * key. */
 export class StaleTokenError extends TenureError {}
+
+/** An operator revoked the grant (Client.revoke), for `reason`. A
+ * StaleTokenError too: the token fences nothing. A session's lease ends
+ * with a LostError whose cause is this error. The Go client's
+ * ErrRevoked. */
+export class RevokedError extends StaleTokenError {
+  constructor(
+    message: string,
+    /** The lease's name. */
+    readonly lease: string,
+    /** The revoked grant's token. */
+    readonly token: bigint,
+    /** The operator's reason. */
+    readonly reason: string,
+    options?: { cause?: unknown; code?: Code },
+  ) {
+    super(message, options);
+  }
+}
 
 /** The name has no live lease, or the key holds no value. */
 export class NotFoundError extends TenureError {}
@@ -235,12 +262,25 @@ const table: Row[] = [
     code: Code.FailedPrecondition,
     reason: Reason.LeaseHeld,
     make: (m, ce, d) =>
-      new LeaseHeldError(m, d?.name ?? "", d?.holder ?? "", d?.token ?? 0n, durationToMs(d?.remaining), {
-        cause: ce,
-        code: ce.code,
-      }),
+      new LeaseHeldError(
+        m,
+        d?.name ?? "",
+        d?.holder ?? "",
+        d?.token ?? 0n,
+        durationToMs(d?.remaining),
+        { cause: ce, code: ce.code },
+        d?.lockDelay ?? false,
+        durationToMs(d?.ended),
+      ),
   },
-  { code: Code.FailedPrecondition, reason: Reason.StaleToken, make: (m, ce) => new StaleTokenError(m, { cause: ce, code: ce.code }) },
+  {
+    code: Code.FailedPrecondition,
+    reason: Reason.StaleToken,
+    make: (m, ce, d) =>
+      d?.revokeReason
+        ? new RevokedError(m, d.name, d.token, d.revokeReason, { cause: ce, code: ce.code })
+        : new StaleTokenError(m, { cause: ce, code: ce.code }),
+  },
   { code: Code.NotFound, reason: Reason.NotFound, make: (m, ce) => new NotFoundError(m, { cause: ce, code: ce.code }) },
   { code: Code.FailedPrecondition, reason: Reason.NotApplied, make: (m, ce) => new NotAppliedError(m, { cause: ce, code: ce.code }) },
   { code: Code.DeadlineExceeded, reason: "", make: (m, ce) => new DeadlineExceededError(m, { cause: ce, code: ce.code }) },
@@ -289,14 +329,21 @@ export function fromConnectError(err: unknown): unknown {
 /**
  * reasonError returns the error of a per-item failure reported in a
  * message rather than as a Connect error (RenewResult.reason and
- * .message): undefined for the empty reason (success).
+ * .message): undefined for the empty reason (success). revoked, if given,
+ * names a revoked grant and its reason (RenewResult.revoke_reason): a
+ * STALE_TOKEN is then a RevokedError.
  */
-export function reasonError(reason: string, message: string): Error | undefined {
+export function reasonError(
+  reason: string,
+  message: string,
+  revoked?: { name: string; token: bigint; reason: string },
+): Error | undefined {
   if (reason === "") return undefined;
   const row = table.find((r) => r.reason === reason);
   if (row === undefined) return new TenureError(message || `wire: unknown failure reason ${reason}`);
   const ce = new ConnectError(message, row.code);
-  return row.make(message || defaultMessages[reason] || reason, ce);
+  const d = revoked?.reason ? create(ErrorDetailSchema, { reason, name: revoked.name, token: revoked.token, revokeReason: revoked.reason }) : undefined;
+  return row.make(message || defaultMessages[reason] || reason, ce, d);
 }
 
 export function messageOf(err: unknown): string {

@@ -6,7 +6,7 @@
 import type { AcquireOptions, CallOptions, KV, Lease as Grant, LeaseRef, RenewResult, Watch } from "./client.js";
 import { type UpdateFn, updateKV } from "./kvupdate.js";
 import { type Clock, sleep, systemClock } from "./clock.js";
-import { LeaseHeldError, NotFoundError, StaleTokenError, TenureError, isError, messageOf } from "./errors.js";
+import { LeaseHeldError, NotFoundError, RevokedError, StaleTokenError, TenureError, findError, isError, messageOf } from "./errors.js";
 
 /** ElectionClient is what sessions need of a Client. Tests supply fakes. */
 export interface ElectionClient {
@@ -49,6 +49,12 @@ export interface SessionConfig {
   /** The clock of deadlines and timers. Default the client's clock, else
    * systemClock. */
   clock?: Clock;
+  /** A lock-delay for every grant of the session (AcquireOptions
+   * .lockDelayMs): if the session loses a lease without releasing it
+   * (expired, or revoked by an operator), the server grants it to nobody
+   * for this long. At most 60000 by default. lockDelayMs >= ttlMs also
+   * keeps a revoked term from overlapping the next one. Default 0. */
+  lockDelayMs?: number;
 }
 
 /** ResolvedSessionConfig is a SessionConfig with every default filled in. */
@@ -66,6 +72,7 @@ export function withDefaults(cfg: SessionConfig = {}, clock?: Clock): ResolvedSe
     drift: cfg.drift || 0.01,
     marginMs: cfg.marginMs || Math.max(ttlMs / 10, 100),
     clock: cfg.clock ?? clock ?? systemClock,
+    lockDelayMs: cfg.lockDelayMs ?? 0,
   };
 }
 
@@ -76,6 +83,7 @@ export function validate(c: ResolvedSessionConfig): void {
     throw new TenureError("election: renewIntervalMs, renewTimeoutMs and marginMs must not be negative");
   }
   if (c.drift < 0 || c.drift >= 0.5) throw new TenureError(`election: drift must be in [0, 0.5), got ${c.drift}`);
+  if (!(c.lockDelayMs >= 0)) throw new TenureError(`election: lockDelayMs must not be negative, got ${c.lockDelayMs}`);
   const safe = safeFor(c, c.ttlMs);
   if (c.renewIntervalMs >= safe) {
     throw new TenureError(
@@ -326,7 +334,9 @@ export class Lease {
   /** @internal lose ends the lease because the server reported it gone. */
   lose(err: Error): void {
     if (ended(this._state)) return;
-    this.end("lost", new LostError(this.name, this.token, "the server no longer has this grant", err));
+    const revoked = findError(err, RevokedError);
+    const reason = revoked ? `revoked by an operator (${revoked.reason})` : "the server no longer has this grant";
+    this.end("lost", new LostError(this.name, this.token, reason, err));
     this.s.forget(this);
   }
 
@@ -513,7 +523,13 @@ export class Session {
         let g: Grant | undefined;
         let err: unknown;
         try {
-          g = await this.client.acquire(name, this.holder, this.config.ttlMs, wait ? { wait: true, waitTimeoutMs: acquireWaitMs, signal } : { signal });
+          const lockDelayMs = this.config.lockDelayMs || undefined;
+          g = await this.client.acquire(
+            name,
+            this.holder,
+            this.config.ttlMs,
+            wait ? { wait: true, waitTimeoutMs: acquireWaitMs, signal, lockDelayMs } : { signal, lockDelayMs },
+          );
         } catch (e) {
           err = e;
         }

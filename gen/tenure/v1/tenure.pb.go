@@ -38,6 +38,8 @@ const (
 	WatchEvent_TYPE_GRANTED  WatchEvent_Type = 3
 	WatchEvent_TYPE_RELEASED WatchEvent_Type = 4
 	WatchEvent_TYPE_EXPIRED  WatchEvent_Type = 5
+	// An operator revoked the grant (Revoke); reason says why.
+	WatchEvent_TYPE_REVOKED WatchEvent_Type = 6
 )
 
 // Enum value maps for WatchEvent_Type.
@@ -49,6 +51,7 @@ var (
 		3: "TYPE_GRANTED",
 		4: "TYPE_RELEASED",
 		5: "TYPE_EXPIRED",
+		6: "TYPE_REVOKED",
 	}
 	WatchEvent_Type_value = map[string]int32{
 		"TYPE_UNSPECIFIED": 0,
@@ -57,6 +60,7 @@ var (
 		"TYPE_GRANTED":     3,
 		"TYPE_RELEASED":    4,
 		"TYPE_EXPIRED":     5,
+		"TYPE_REVOKED":     6,
 	}
 )
 
@@ -84,7 +88,7 @@ func (x WatchEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchEvent_Type.Descriptor instead.
 func (WatchEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{16, 0}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{18, 0}
 }
 
 // Lease is one grant of a named lease.
@@ -104,7 +108,9 @@ type Lease struct {
 	Remaining *durationpb.Duration `protobuf:"bytes,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
 	// For one slot of a semaphore: its limit (at most this many holders of
 	// the name at once, each slot with its own token). 0 for a plain lease.
-	Limit         uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The grant's lock-delay, if it has one (see AcquireRequest.lock_delay).
+	LockDelay     *durationpb.Duration `protobuf:"bytes,7,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +187,13 @@ func (x *Lease) GetLimit() uint32 {
 	return 0
 }
 
+func (x *Lease) GetLockDelay() *durationpb.Duration {
+	if x != nil {
+		return x.LockDelay
+	}
+	return nil
+}
+
 // ErrorDetail is attached to failed_precondition and not_found errors, and
 // to unavailable errors whose request may have been applied.
 type ErrorDetail struct {
@@ -197,7 +210,17 @@ type ErrorDetail struct {
 	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
 	// For LEASE_HELD of a semaphore: its limit; every slot is held and
 	// holder, token and remaining describe the slot that expires first.
-	Limit         uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	// For LEASE_HELD: the name is in a lock-delay. holder and token are the
+	// grant that expired or was revoked, remaining is the time until the
+	// delay ends, and ended how long ago the grant ended (its expiry or its
+	// revocation), both in cluster time: ended + remaining is its
+	// lock-delay.
+	LockDelay bool `protobuf:"varint,7,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	// For STALE_TOKEN: the grant was revoked by an operator, for this
+	// reason (never empty then); name and token name the grant.
+	RevokeReason  string               `protobuf:"bytes,8,opt,name=revoke_reason,json=revokeReason,proto3" json:"revoke_reason,omitempty"`
+	Ended         *durationpb.Duration `protobuf:"bytes,9,opt,name=ended,proto3" json:"ended,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -272,6 +295,27 @@ func (x *ErrorDetail) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *ErrorDetail) GetLockDelay() bool {
+	if x != nil {
+		return x.LockDelay
+	}
+	return false
+}
+
+func (x *ErrorDetail) GetRevokeReason() string {
+	if x != nil {
+		return x.RevokeReason
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetEnded() *durationpb.Duration {
+	if x != nil {
+		return x.Ended
+	}
+	return nil
 }
 
 // RequestID names one call of a client session. Every attempt of the call
@@ -360,7 +404,13 @@ type AcquireRequest struct {
 	// Identifies this call of a client session, so a retry of it gets the
 	// first attempt's outcome and never a second effect. Unset for clients
 	// without sessions.
-	RequestId     *RequestID `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId *RequestID `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// A lock-delay for the grant, at most 1 minute (the server's bound;
+	// more is invalid_argument): when the grant expires or is revoked (not
+	// when it is released), the name is granted to nobody until this much
+	// cluster time has passed since the expiry (or the revocation); waiters
+	// stay queued. A mitigation for storage that cannot check tokens.
+	LockDelay     *durationpb.Duration `protobuf:"bytes,8,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -440,6 +490,13 @@ func (x *AcquireRequest) GetLimit() uint32 {
 func (x *AcquireRequest) GetRequestId() *RequestID {
 	if x != nil {
 		return x.RequestId
+	}
+	return nil
+}
+
+func (x *AcquireRequest) GetLockDelay() *durationpb.Duration {
+	if x != nil {
+		return x.LockDelay
 	}
 	return nil
 }
@@ -615,8 +672,11 @@ type RenewResult struct {
 	// Set when the renewal succeeded.
 	Lease *Lease `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
 	// Set when it failed: STALE_TOKEN, or the empty string on success.
-	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
-	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Reason  string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// With STALE_TOKEN: the grant was revoked by an operator, for this
+	// reason.
+	RevokeReason  string `protobuf:"bytes,6,opt,name=revoke_reason,json=revokeReason,proto3" json:"revoke_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -682,6 +742,13 @@ func (x *RenewResult) GetReason() string {
 func (x *RenewResult) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *RenewResult) GetRevokeReason() string {
+	if x != nil {
+		return x.RevokeReason
 	}
 	return ""
 }
@@ -830,6 +897,125 @@ func (*ReleaseResponse) Descriptor() ([]byte, []int) {
 	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{10}
 }
 
+type RevokeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The grant to revoke; 0 revokes every live grant of the name (every
+	// slot of a semaphore).
+	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// Why, in the operator's words: 1-256 bytes of printable UTF-8. The
+	// holder gets it with the refusal of its next renewal.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Identifies this call of a client session, so a retry of it gets the
+	// first attempt's outcome and never a second effect.
+	RequestId     *RequestID `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRequest) Reset() {
+	*x = RevokeRequest{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRequest) ProtoMessage() {}
+
+func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
+func (*RevokeRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RevokeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RevokeRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RevokeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RevokeRequest) GetRequestId() *RequestID {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
+}
+
+type RevokeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The grants that were ended, in the order granted.
+	Revoked       []*Lease `protobuf:"bytes,1,rep,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeResponse) Reset() {
+	*x = RevokeResponse{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeResponse) ProtoMessage() {}
+
+func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
+func (*RevokeResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RevokeResponse) GetRevoked() []*Lease {
+	if x != nil {
+		return x.Revoked
+	}
+	return nil
+}
+
 type GetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -839,7 +1025,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[11]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1037,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[11]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1050,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{11}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetRequest) GetName() string {
@@ -887,7 +1073,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[12]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1085,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[12]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1098,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{12}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetResponse) GetLease() *Lease {
@@ -938,7 +1124,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[13]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1136,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[13]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1149,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{13}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -982,7 +1168,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[14]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1180,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[14]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1193,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{14}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListResponse) GetLeases() []*Lease {
@@ -1026,7 +1212,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[15]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1224,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[15]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1237,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{15}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchRequest) GetPrefix() string {
@@ -1066,14 +1252,16 @@ type WatchEvent struct {
 	Type  WatchEvent_Type        `protobuf:"varint,1,opt,name=type,proto3,enum=tenure.v1.WatchEvent_Type" json:"type,omitempty"`
 	Lease *Lease                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
 	// Raft index of the entry that produced the event (0 for CURRENT).
-	Index         uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Index uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	// For TYPE_REVOKED: the operator's reason.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[16]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1273,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[16]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1286,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{16}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchEvent) GetType() WatchEvent_Type {
@@ -1122,6 +1310,13 @@ func (x *WatchEvent) GetIndex() uint64 {
 	return 0
 }
 
+func (x *WatchEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type WatchResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Event         *WatchEvent            `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
@@ -1131,7 +1326,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1338,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[17]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1351,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{17}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchResponse) GetEvent() *WatchEvent {
@@ -1175,7 +1370,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1382,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[18]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1395,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{18}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BatchRequest) GetOps() []*BatchOp {
@@ -1228,7 +1423,7 @@ type BatchOp struct {
 
 func (x *BatchOp) Reset() {
 	*x = BatchOp{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1435,7 @@ func (x *BatchOp) String() string {
 func (*BatchOp) ProtoMessage() {}
 
 func (x *BatchOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[19]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1448,7 @@ func (x *BatchOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchOp.ProtoReflect.Descriptor instead.
 func (*BatchOp) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{19}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BatchOp) GetOp() isBatchOp_Op {
@@ -1357,7 +1552,7 @@ type BatchError struct {
 
 func (x *BatchError) Reset() {
 	*x = BatchError{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1564,7 @@ func (x *BatchError) String() string {
 func (*BatchError) ProtoMessage() {}
 
 func (x *BatchError) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1577,7 @@ func (x *BatchError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchError.ProtoReflect.Descriptor instead.
 func (*BatchError) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{20}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BatchError) GetCode() uint32 {
@@ -1423,7 +1618,7 @@ type BatchResult struct {
 
 func (x *BatchResult) Reset() {
 	*x = BatchResult{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1630,7 @@ func (x *BatchResult) String() string {
 func (*BatchResult) ProtoMessage() {}
 
 func (x *BatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1643,7 @@ func (x *BatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
 func (*BatchResult) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{21}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BatchResult) GetResult() isBatchResult_Result {
@@ -1562,7 +1757,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1769,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1782,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{22}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BatchResponse) GetResults() []*BatchResult {
@@ -1614,7 +1809,7 @@ type KVPutRequest struct {
 
 func (x *KVPutRequest) Reset() {
 	*x = KVPutRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1821,7 @@ func (x *KVPutRequest) String() string {
 func (*KVPutRequest) ProtoMessage() {}
 
 func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1834,7 @@ func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutRequest.ProtoReflect.Descriptor instead.
 func (*KVPutRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{23}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KVPutRequest) GetKey() string {
@@ -1686,7 +1881,7 @@ type KVPutResponse struct {
 
 func (x *KVPutResponse) Reset() {
 	*x = KVPutResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1893,7 @@ func (x *KVPutResponse) String() string {
 func (*KVPutResponse) ProtoMessage() {}
 
 func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1906,7 @@ func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutResponse.ProtoReflect.Descriptor instead.
 func (*KVPutResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{24}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KVPutResponse) GetRevision() uint64 {
@@ -1730,7 +1925,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1937,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1950,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{25}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KVGetRequest) GetKey() string {
@@ -1781,7 +1976,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1988,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +2001,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{26}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KVGetResponse) GetKey() string {
@@ -1858,7 +2053,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2065,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2078,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{27}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1933,7 +2128,7 @@ type KVListRequest struct {
 
 func (x *KVListRequest) Reset() {
 	*x = KVListRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2140,7 @@ func (x *KVListRequest) String() string {
 func (*KVListRequest) ProtoMessage() {}
 
 func (x *KVListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2153,7 @@ func (x *KVListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVListRequest.ProtoReflect.Descriptor instead.
 func (*KVListRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{28}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *KVListRequest) GetPrefix() string {
@@ -1985,7 +2180,7 @@ type KVListResponse struct {
 
 func (x *KVListResponse) Reset() {
 	*x = KVListResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2192,7 @@ func (x *KVListResponse) String() string {
 func (*KVListResponse) ProtoMessage() {}
 
 func (x *KVListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2205,7 @@ func (x *KVListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVListResponse.ProtoReflect.Descriptor instead.
 func (*KVListResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{29}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *KVListResponse) GetEntries() []*KVEntry {
@@ -2035,7 +2230,7 @@ type KVDeleteRequest struct {
 
 func (x *KVDeleteRequest) Reset() {
 	*x = KVDeleteRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2242,7 @@ func (x *KVDeleteRequest) String() string {
 func (*KVDeleteRequest) ProtoMessage() {}
 
 func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2255,7 @@ func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteRequest.ProtoReflect.Descriptor instead.
 func (*KVDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{30}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *KVDeleteRequest) GetKey() string {
@@ -2100,7 +2295,7 @@ type KVDeleteResponse struct {
 
 func (x *KVDeleteResponse) Reset() {
 	*x = KVDeleteResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2307,7 @@ func (x *KVDeleteResponse) String() string {
 func (*KVDeleteResponse) ProtoMessage() {}
 
 func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2320,7 @@ func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteResponse.ProtoReflect.Descriptor instead.
 func (*KVDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{31}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *KVDeleteResponse) GetRevision() uint64 {
@@ -2154,7 +2349,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2361,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2374,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{32}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Member) GetId() string {
@@ -2232,7 +2427,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2439,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2452,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{33}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{35}
 }
 
 type StatusResponse struct {
@@ -2307,7 +2502,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2514,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2527,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{34}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2495,7 +2690,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2702,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2715,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{35}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -2575,7 +2770,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2782,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2795,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{36}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JoinResponse) GetMembers() []*Member {
@@ -2633,7 +2828,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2840,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2853,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{37}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LeaveRequest) GetNodeId() string {
@@ -2676,7 +2871,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2883,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2896,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{38}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{40}
 }
 
 type TransferLeadershipRequest struct {
@@ -2714,7 +2909,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2921,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2934,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{39}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TransferLeadershipRequest) GetNodeId() string {
@@ -2758,7 +2953,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2965,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2978,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{40}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2801,7 +2996,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2813,7 +3008,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2826,7 +3021,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{41}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{43}
 }
 
 // One piece of a backup of the cluster's state. The chunks of the stream,
@@ -2843,7 +3038,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[42]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +3050,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[42]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +3063,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{42}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SnapshotResponse) GetChunk() []byte {
@@ -2882,25 +3077,31 @@ var File_tenure_v1_tenure_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/tenure.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc5\x01\n" +
+	"\x16tenure/v1/tenure.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\"\xff\x01\n" +
 	"\x05Lease\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12+\n" +
 	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x127\n" +
 	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12\x14\n" +
-	"\x05limit\x18\x06 \x01(\rR\x05limit\"\xb6\x01\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\x128\n" +
+	"\n" +
+	"lock_delay\x18\a \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"\xab\x02\n" +
 	"\vErrorDetail\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x127\n" +
 	"\tremaining\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04name\x12\x14\n" +
-	"\x05limit\x18\x06 \x01(\rR\x05limit\"M\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"lock_delay\x18\a \x01(\bR\tlockDelay\x12#\n" +
+	"\rrevoke_reason\x18\b \x01(\tR\frevokeReason\x12/\n" +
+	"\x05ended\x18\t \x01(\v2\x19.google.protobuf.DurationR\x05ended\"M\n" +
 	"\tRequestID\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
-	"\x05floor\x18\x03 \x01(\x04R\x05floor\"\x86\x02\n" +
+	"\x05floor\x18\x03 \x01(\x04R\x05floor\"\xc0\x02\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12+\n" +
@@ -2909,7 +3110,9 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\fwait_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\rR\x05limit\x123\n" +
 	"\n" +
-	"request_id\x18\a \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"9\n" +
+	"request_id\x18\a \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\x128\n" +
+	"\n" +
+	"lock_delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"9\n" +
 	"\x0fAcquireResponse\x12&\n" +
 	"\x05lease\x18\x01 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\"a\n" +
 	"\bLeaseRef\x12\x12\n" +
@@ -2919,13 +3122,14 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\fRenewRequest\x12+\n" +
 	"\x06leases\x18\x01 \x03(\v2\x13.tenure.v1.LeaseRefR\x06leases\x123\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"\x91\x01\n" +
+	"request_id\x18\x02 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"\xb6\x01\n" +
 	"\vRenewResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12&\n" +
 	"\x05lease\x18\x03 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"A\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12#\n" +
+	"\rrevoke_reason\x18\x06 \x01(\tR\frevokeReason\"A\n" +
 	"\rRenewResponse\x120\n" +
 	"\aresults\x18\x01 \x03(\v2\x16.tenure.v1.RenewResultR\aresults\"o\n" +
 	"\x0eReleaseRequest\x12\x12\n" +
@@ -2933,7 +3137,15 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x123\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"\x11\n" +
-	"\x0fReleaseResponse\" \n" +
+	"\x0fReleaseResponse\"\x86\x01\n" +
+	"\rRevokeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x123\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"<\n" +
+	"\x0eRevokeResponse\x12*\n" +
+	"\arevoked\x18\x01 \x03(\v2\x10.tenure.v1.LeaseR\arevoked\" \n" +
 	"\n" +
 	"GetRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"]\n" +
@@ -2945,19 +3157,21 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\fListResponse\x12(\n" +
 	"\x06leases\x18\x01 \x03(\v2\x10.tenure.v1.LeaseR\x06leases\"&\n" +
 	"\fWatchRequest\x12\x16\n" +
-	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"\xf2\x01\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"\x9d\x02\n" +
 	"\n" +
 	"WatchEvent\x12.\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1a.tenure.v1.WatchEvent.TypeR\x04type\x12&\n" +
 	"\x05lease\x18\x02 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index\"v\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x88\x01\n" +
 	"\x04Type\x12\x14\n" +
 	"\x10TYPE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fTYPE_CURRENT\x10\x01\x12\x0f\n" +
 	"\vTYPE_SYNCED\x10\x02\x12\x10\n" +
 	"\fTYPE_GRANTED\x10\x03\x12\x11\n" +
 	"\rTYPE_RELEASED\x10\x04\x12\x10\n" +
-	"\fTYPE_EXPIRED\x10\x05\"<\n" +
+	"\fTYPE_EXPIRED\x10\x05\x12\x10\n" +
+	"\fTYPE_REVOKED\x10\x06\"<\n" +
 	"\rWatchResponse\x12+\n" +
 	"\x05event\x18\x01 \x01(\v2\x15.tenure.v1.WatchEventR\x05event\"4\n" +
 	"\fBatchRequest\x12$\n" +
@@ -3078,14 +3292,15 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x11\n" +
 	"\x0fSnapshotRequest\"(\n" +
 	"\x10SnapshotResponse\x12\x14\n" +
-	"\x05chunk\x18\x01 \x01(\fR\x05chunk2\xcb\x03\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk2\x8c\x04\n" +
 	"\fLeaseService\x12B\n" +
 	"\aAcquire\x12\x19.tenure.v1.AcquireRequest\x1a\x1a.tenure.v1.AcquireResponse\"\x00\x12<\n" +
 	"\x05Renew\x12\x17.tenure.v1.RenewRequest\x1a\x18.tenure.v1.RenewResponse\"\x00\x12B\n" +
 	"\aRelease\x12\x19.tenure.v1.ReleaseRequest\x1a\x1a.tenure.v1.ReleaseResponse\"\x00\x129\n" +
 	"\x03Get\x12\x15.tenure.v1.GetRequest\x1a\x16.tenure.v1.GetResponse\"\x03\x90\x02\x01\x12<\n" +
 	"\x04List\x12\x16.tenure.v1.ListRequest\x1a\x17.tenure.v1.ListResponse\"\x03\x90\x02\x01\x12>\n" +
-	"\x05Watch\x12\x17.tenure.v1.WatchRequest\x1a\x18.tenure.v1.WatchResponse\"\x000\x01\x12<\n" +
+	"\x05Watch\x12\x17.tenure.v1.WatchRequest\x1a\x18.tenure.v1.WatchResponse\"\x000\x01\x12?\n" +
+	"\x06Revoke\x12\x18.tenure.v1.RevokeRequest\x1a\x19.tenure.v1.RevokeResponse\"\x00\x12<\n" +
 	"\x05Batch\x12\x17.tenure.v1.BatchRequest\x1a\x18.tenure.v1.BatchResponse\"\x002\x8d\x02\n" +
 	"\tKVService\x12:\n" +
 	"\x03Put\x12\x17.tenure.v1.KVPutRequest\x1a\x18.tenure.v1.KVPutResponse\"\x00\x12=\n" +
@@ -3112,7 +3327,7 @@ func file_tenure_v1_tenure_proto_rawDescGZIP() []byte {
 }
 
 var file_tenure_v1_tenure_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_tenure_v1_tenure_proto_goTypes = []any{
 	(WatchEvent_Type)(0),               // 0: tenure.v1.WatchEvent.Type
 	(*Lease)(nil),                      // 1: tenure.v1.Lease
@@ -3126,119 +3341,128 @@ var file_tenure_v1_tenure_proto_goTypes = []any{
 	(*RenewResponse)(nil),              // 9: tenure.v1.RenewResponse
 	(*ReleaseRequest)(nil),             // 10: tenure.v1.ReleaseRequest
 	(*ReleaseResponse)(nil),            // 11: tenure.v1.ReleaseResponse
-	(*GetRequest)(nil),                 // 12: tenure.v1.GetRequest
-	(*GetResponse)(nil),                // 13: tenure.v1.GetResponse
-	(*ListRequest)(nil),                // 14: tenure.v1.ListRequest
-	(*ListResponse)(nil),               // 15: tenure.v1.ListResponse
-	(*WatchRequest)(nil),               // 16: tenure.v1.WatchRequest
-	(*WatchEvent)(nil),                 // 17: tenure.v1.WatchEvent
-	(*WatchResponse)(nil),              // 18: tenure.v1.WatchResponse
-	(*BatchRequest)(nil),               // 19: tenure.v1.BatchRequest
-	(*BatchOp)(nil),                    // 20: tenure.v1.BatchOp
-	(*BatchError)(nil),                 // 21: tenure.v1.BatchError
-	(*BatchResult)(nil),                // 22: tenure.v1.BatchResult
-	(*BatchResponse)(nil),              // 23: tenure.v1.BatchResponse
-	(*KVPutRequest)(nil),               // 24: tenure.v1.KVPutRequest
-	(*KVPutResponse)(nil),              // 25: tenure.v1.KVPutResponse
-	(*KVGetRequest)(nil),               // 26: tenure.v1.KVGetRequest
-	(*KVGetResponse)(nil),              // 27: tenure.v1.KVGetResponse
-	(*KVEntry)(nil),                    // 28: tenure.v1.KVEntry
-	(*KVListRequest)(nil),              // 29: tenure.v1.KVListRequest
-	(*KVListResponse)(nil),             // 30: tenure.v1.KVListResponse
-	(*KVDeleteRequest)(nil),            // 31: tenure.v1.KVDeleteRequest
-	(*KVDeleteResponse)(nil),           // 32: tenure.v1.KVDeleteResponse
-	(*Member)(nil),                     // 33: tenure.v1.Member
-	(*StatusRequest)(nil),              // 34: tenure.v1.StatusRequest
-	(*StatusResponse)(nil),             // 35: tenure.v1.StatusResponse
-	(*JoinRequest)(nil),                // 36: tenure.v1.JoinRequest
-	(*JoinResponse)(nil),               // 37: tenure.v1.JoinResponse
-	(*LeaveRequest)(nil),               // 38: tenure.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 39: tenure.v1.LeaveResponse
-	(*TransferLeadershipRequest)(nil),  // 40: tenure.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 41: tenure.v1.TransferLeadershipResponse
-	(*SnapshotRequest)(nil),            // 42: tenure.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),           // 43: tenure.v1.SnapshotResponse
-	(*durationpb.Duration)(nil),        // 44: google.protobuf.Duration
+	(*RevokeRequest)(nil),              // 12: tenure.v1.RevokeRequest
+	(*RevokeResponse)(nil),             // 13: tenure.v1.RevokeResponse
+	(*GetRequest)(nil),                 // 14: tenure.v1.GetRequest
+	(*GetResponse)(nil),                // 15: tenure.v1.GetResponse
+	(*ListRequest)(nil),                // 16: tenure.v1.ListRequest
+	(*ListResponse)(nil),               // 17: tenure.v1.ListResponse
+	(*WatchRequest)(nil),               // 18: tenure.v1.WatchRequest
+	(*WatchEvent)(nil),                 // 19: tenure.v1.WatchEvent
+	(*WatchResponse)(nil),              // 20: tenure.v1.WatchResponse
+	(*BatchRequest)(nil),               // 21: tenure.v1.BatchRequest
+	(*BatchOp)(nil),                    // 22: tenure.v1.BatchOp
+	(*BatchError)(nil),                 // 23: tenure.v1.BatchError
+	(*BatchResult)(nil),                // 24: tenure.v1.BatchResult
+	(*BatchResponse)(nil),              // 25: tenure.v1.BatchResponse
+	(*KVPutRequest)(nil),               // 26: tenure.v1.KVPutRequest
+	(*KVPutResponse)(nil),              // 27: tenure.v1.KVPutResponse
+	(*KVGetRequest)(nil),               // 28: tenure.v1.KVGetRequest
+	(*KVGetResponse)(nil),              // 29: tenure.v1.KVGetResponse
+	(*KVEntry)(nil),                    // 30: tenure.v1.KVEntry
+	(*KVListRequest)(nil),              // 31: tenure.v1.KVListRequest
+	(*KVListResponse)(nil),             // 32: tenure.v1.KVListResponse
+	(*KVDeleteRequest)(nil),            // 33: tenure.v1.KVDeleteRequest
+	(*KVDeleteResponse)(nil),           // 34: tenure.v1.KVDeleteResponse
+	(*Member)(nil),                     // 35: tenure.v1.Member
+	(*StatusRequest)(nil),              // 36: tenure.v1.StatusRequest
+	(*StatusResponse)(nil),             // 37: tenure.v1.StatusResponse
+	(*JoinRequest)(nil),                // 38: tenure.v1.JoinRequest
+	(*JoinResponse)(nil),               // 39: tenure.v1.JoinResponse
+	(*LeaveRequest)(nil),               // 40: tenure.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 41: tenure.v1.LeaveResponse
+	(*TransferLeadershipRequest)(nil),  // 42: tenure.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 43: tenure.v1.TransferLeadershipResponse
+	(*SnapshotRequest)(nil),            // 44: tenure.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),           // 45: tenure.v1.SnapshotResponse
+	(*durationpb.Duration)(nil),        // 46: google.protobuf.Duration
 }
 var file_tenure_v1_tenure_proto_depIdxs = []int32{
-	44, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	44, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	44, // 2: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	44, // 3: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	44, // 4: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	3,  // 5: tenure.v1.AcquireRequest.request_id:type_name -> tenure.v1.RequestID
-	1,  // 6: tenure.v1.AcquireResponse.lease:type_name -> tenure.v1.Lease
-	44, // 7: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
-	6,  // 8: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
-	3,  // 9: tenure.v1.RenewRequest.request_id:type_name -> tenure.v1.RequestID
-	1,  // 10: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
-	8,  // 11: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
-	3,  // 12: tenure.v1.ReleaseRequest.request_id:type_name -> tenure.v1.RequestID
-	1,  // 13: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
-	1,  // 14: tenure.v1.GetResponse.slots:type_name -> tenure.v1.Lease
-	1,  // 15: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
-	0,  // 16: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
-	1,  // 17: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
-	17, // 18: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
-	20, // 19: tenure.v1.BatchRequest.ops:type_name -> tenure.v1.BatchOp
-	4,  // 20: tenure.v1.BatchOp.acquire:type_name -> tenure.v1.AcquireRequest
-	7,  // 21: tenure.v1.BatchOp.renew:type_name -> tenure.v1.RenewRequest
-	10, // 22: tenure.v1.BatchOp.release:type_name -> tenure.v1.ReleaseRequest
-	24, // 23: tenure.v1.BatchOp.put:type_name -> tenure.v1.KVPutRequest
-	31, // 24: tenure.v1.BatchOp.delete:type_name -> tenure.v1.KVDeleteRequest
-	2,  // 25: tenure.v1.BatchError.detail:type_name -> tenure.v1.ErrorDetail
-	5,  // 26: tenure.v1.BatchResult.acquire:type_name -> tenure.v1.AcquireResponse
-	9,  // 27: tenure.v1.BatchResult.renew:type_name -> tenure.v1.RenewResponse
-	11, // 28: tenure.v1.BatchResult.release:type_name -> tenure.v1.ReleaseResponse
-	25, // 29: tenure.v1.BatchResult.put:type_name -> tenure.v1.KVPutResponse
-	32, // 30: tenure.v1.BatchResult.delete:type_name -> tenure.v1.KVDeleteResponse
-	21, // 31: tenure.v1.BatchResult.error:type_name -> tenure.v1.BatchError
-	22, // 32: tenure.v1.BatchResponse.results:type_name -> tenure.v1.BatchResult
-	3,  // 33: tenure.v1.KVPutRequest.request_id:type_name -> tenure.v1.RequestID
-	28, // 34: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
-	3,  // 35: tenure.v1.KVDeleteRequest.request_id:type_name -> tenure.v1.RequestID
-	44, // 36: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
-	33, // 37: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
-	44, // 38: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
-	44, // 39: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
-	33, // 40: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
-	4,  // 41: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
-	7,  // 42: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
-	10, // 43: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
-	12, // 44: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
-	14, // 45: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
-	16, // 46: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
-	19, // 47: tenure.v1.LeaseService.Batch:input_type -> tenure.v1.BatchRequest
-	24, // 48: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
-	26, // 49: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
-	31, // 50: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
-	29, // 51: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
-	34, // 52: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
-	36, // 53: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
-	38, // 54: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
-	40, // 55: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
-	42, // 56: tenure.v1.ClusterService.Snapshot:input_type -> tenure.v1.SnapshotRequest
-	5,  // 57: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
-	9,  // 58: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
-	11, // 59: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
-	13, // 60: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
-	15, // 61: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
-	18, // 62: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
-	23, // 63: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
-	25, // 64: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
-	27, // 65: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
-	32, // 66: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
-	30, // 67: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
-	35, // 68: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
-	37, // 69: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
-	39, // 70: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
-	41, // 71: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
-	43, // 72: tenure.v1.ClusterService.Snapshot:output_type -> tenure.v1.SnapshotResponse
-	57, // [57:73] is the sub-list for method output_type
-	41, // [41:57] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	46, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	46, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	46, // 2: tenure.v1.Lease.lock_delay:type_name -> google.protobuf.Duration
+	46, // 3: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	46, // 4: tenure.v1.ErrorDetail.ended:type_name -> google.protobuf.Duration
+	46, // 5: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	46, // 6: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	3,  // 7: tenure.v1.AcquireRequest.request_id:type_name -> tenure.v1.RequestID
+	46, // 8: tenure.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	1,  // 9: tenure.v1.AcquireResponse.lease:type_name -> tenure.v1.Lease
+	46, // 10: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
+	6,  // 11: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
+	3,  // 12: tenure.v1.RenewRequest.request_id:type_name -> tenure.v1.RequestID
+	1,  // 13: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
+	8,  // 14: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
+	3,  // 15: tenure.v1.ReleaseRequest.request_id:type_name -> tenure.v1.RequestID
+	3,  // 16: tenure.v1.RevokeRequest.request_id:type_name -> tenure.v1.RequestID
+	1,  // 17: tenure.v1.RevokeResponse.revoked:type_name -> tenure.v1.Lease
+	1,  // 18: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
+	1,  // 19: tenure.v1.GetResponse.slots:type_name -> tenure.v1.Lease
+	1,  // 20: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
+	0,  // 21: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
+	1,  // 22: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
+	19, // 23: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
+	22, // 24: tenure.v1.BatchRequest.ops:type_name -> tenure.v1.BatchOp
+	4,  // 25: tenure.v1.BatchOp.acquire:type_name -> tenure.v1.AcquireRequest
+	7,  // 26: tenure.v1.BatchOp.renew:type_name -> tenure.v1.RenewRequest
+	10, // 27: tenure.v1.BatchOp.release:type_name -> tenure.v1.ReleaseRequest
+	26, // 28: tenure.v1.BatchOp.put:type_name -> tenure.v1.KVPutRequest
+	33, // 29: tenure.v1.BatchOp.delete:type_name -> tenure.v1.KVDeleteRequest
+	2,  // 30: tenure.v1.BatchError.detail:type_name -> tenure.v1.ErrorDetail
+	5,  // 31: tenure.v1.BatchResult.acquire:type_name -> tenure.v1.AcquireResponse
+	9,  // 32: tenure.v1.BatchResult.renew:type_name -> tenure.v1.RenewResponse
+	11, // 33: tenure.v1.BatchResult.release:type_name -> tenure.v1.ReleaseResponse
+	27, // 34: tenure.v1.BatchResult.put:type_name -> tenure.v1.KVPutResponse
+	34, // 35: tenure.v1.BatchResult.delete:type_name -> tenure.v1.KVDeleteResponse
+	23, // 36: tenure.v1.BatchResult.error:type_name -> tenure.v1.BatchError
+	24, // 37: tenure.v1.BatchResponse.results:type_name -> tenure.v1.BatchResult
+	3,  // 38: tenure.v1.KVPutRequest.request_id:type_name -> tenure.v1.RequestID
+	30, // 39: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
+	3,  // 40: tenure.v1.KVDeleteRequest.request_id:type_name -> tenure.v1.RequestID
+	46, // 41: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
+	35, // 42: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
+	46, // 43: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
+	46, // 44: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
+	35, // 45: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
+	4,  // 46: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
+	7,  // 47: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
+	10, // 48: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
+	14, // 49: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
+	16, // 50: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
+	18, // 51: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
+	12, // 52: tenure.v1.LeaseService.Revoke:input_type -> tenure.v1.RevokeRequest
+	21, // 53: tenure.v1.LeaseService.Batch:input_type -> tenure.v1.BatchRequest
+	26, // 54: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
+	28, // 55: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
+	33, // 56: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
+	31, // 57: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
+	36, // 58: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
+	38, // 59: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
+	40, // 60: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
+	42, // 61: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
+	44, // 62: tenure.v1.ClusterService.Snapshot:input_type -> tenure.v1.SnapshotRequest
+	5,  // 63: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
+	9,  // 64: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
+	11, // 65: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
+	15, // 66: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
+	17, // 67: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
+	20, // 68: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
+	13, // 69: tenure.v1.LeaseService.Revoke:output_type -> tenure.v1.RevokeResponse
+	25, // 70: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
+	27, // 71: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
+	29, // 72: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
+	34, // 73: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
+	32, // 74: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
+	37, // 75: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
+	39, // 76: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
+	41, // 77: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
+	43, // 78: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
+	45, // 79: tenure.v1.ClusterService.Snapshot:output_type -> tenure.v1.SnapshotResponse
+	63, // [63:80] is the sub-list for method output_type
+	46, // [46:63] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_tenure_proto_init() }
@@ -3246,14 +3470,14 @@ func file_tenure_v1_tenure_proto_init() {
 	if File_tenure_v1_tenure_proto != nil {
 		return
 	}
-	file_tenure_v1_tenure_proto_msgTypes[19].OneofWrappers = []any{
+	file_tenure_v1_tenure_proto_msgTypes[21].OneofWrappers = []any{
 		(*BatchOp_Acquire)(nil),
 		(*BatchOp_Renew)(nil),
 		(*BatchOp_Release)(nil),
 		(*BatchOp_Put)(nil),
 		(*BatchOp_Delete)(nil),
 	}
-	file_tenure_v1_tenure_proto_msgTypes[21].OneofWrappers = []any{
+	file_tenure_v1_tenure_proto_msgTypes[23].OneofWrappers = []any{
 		(*BatchResult_Acquire)(nil),
 		(*BatchResult_Renew)(nil),
 		(*BatchResult_Release)(nil),
@@ -3267,7 +3491,7 @@ func file_tenure_v1_tenure_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_tenure_proto_rawDesc), len(file_tenure_v1_tenure_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

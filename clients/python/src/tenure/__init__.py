@@ -15,8 +15,9 @@ from .client import KV, RETRY_ALWAYS, RETRY_UNSENT, Client, Grant, Member, Renew
 from .election import Leader, Observation, elect, observe
 from .errors import (CanceledError, DeadlineExceededError, DuplicateError, IndeterminateError,
                      InvalidArgumentError, LeaseHeldError, LostError, NotAppliedError, NotFoundError,
-                     OtherClusterError, PermissionDeniedError, ReleasedError, SessionClosedError,
-                     StaleTokenError, TenureError, TLSError, UnauthenticatedError, UnavailableError)
+                     OtherClusterError, PermissionDeniedError, ReleasedError, RevokedError,
+                     SessionClosedError, StaleTokenError, TenureError, TLSError, UnauthenticatedError,
+                     UnavailableError)
 from .session import AT_RISK, HELD, LOST, RELEASED, Lease, Session, default_holder
 
 __version__ = "0.1.0"
@@ -26,7 +27,7 @@ __all__ = [
     "RETRY_ALWAYS", "RETRY_UNSENT",
     "Session", "Lease", "default_holder", "HELD", "AT_RISK", "LOST", "RELEASED",
     "Leader", "Observation", "elect", "observe",
-    "TenureError", "InvalidArgumentError", "LeaseHeldError", "StaleTokenError", "NotFoundError",
+    "TenureError", "InvalidArgumentError", "LeaseHeldError", "StaleTokenError", "RevokedError", "NotFoundError",
     "PermissionDeniedError", "UnauthenticatedError", "NotAppliedError", "DeadlineExceededError",
     "CanceledError", "TLSError", "UnavailableError", "IndeterminateError", "OtherClusterError",
     "LostError", "ReleasedError", "SessionClosedError", "DuplicateError",

@@ -119,7 +119,23 @@ def decode_error_detail(b: bytes) -> Dict[str, Any]:
             d["name"] = v.decode()
         elif num == 6:
             d["limit"] = v
+        elif num == 7:
+            d["lock_delay"] = bool(v)
+        elif num == 8:
+            d["revoke_reason"] = v.decode()
+        elif num == 9:
+            d["ended"] = _duration(v)
     return d
+
+
+def _duration(b: bytes) -> float:
+    secs = nanos = 0
+    for n, v in _fields(b):
+        if n == 1:
+            secs = v
+        elif n == 2:
+            nanos = v
+    return secs + nanos / 1e9
 
 
 def error_from_json(body: Dict[str, Any], http_status: int = 0) -> TenureError:

@@ -52,12 +52,16 @@ class Grant:
     #: (time.monotonic(); 0 for grants reported by watch). The lease
     #: expires no earlier than sent_at + remaining at the cluster's rate.
     sent_at: float = 0.0
+    #: The grant's lock-delay in seconds (acquire's lock_delay), 0 for
+    #: none.
+    lock_delay: float = 0.0
 
 
 @dataclass(frozen=True)
 class RenewResult:
     """RenewResult is the outcome of renewing one lease: grant when it
-    succeeded, error (a StaleTokenError, ...) when not."""
+    succeeded, error (a StaleTokenError, ...) when not; a RevokedError,
+    with the operator's reason, when an operator revoked the grant."""
     name: str
     token: int
     grant: Optional[Grant] = None
@@ -81,14 +85,17 @@ class WatchEvent:
     """WatchEvent is one event of a watch. type is "current" (a lease live
     when the watch (re)started), "synced" (the current leases have been
     sent; events follow in commit order), "granted", "released",
-    "expired", or "reset" (the stream broke and the client watched again,
-    maybe on another member: events may have been missed, and the current
-    state follows again)."""
+    "expired", "revoked" (by an operator; reason says why), or "reset"
+    (the stream broke and the client watched again, maybe on another
+    member: events may have been missed, and the current state follows
+    again)."""
     type: str
     grant: Optional[Grant] = None
     #: The raft index of the entry that produced the event (0 for
     #: current, synced and reset).
     index: int = 0
+    #: For "revoked": the operator's reason.
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -118,15 +125,16 @@ class Status:
 
 
 _EVENT_TYPES = {"TYPE_CURRENT": "current", "TYPE_SYNCED": "synced", "TYPE_GRANTED": "granted",
-                "TYPE_RELEASED": "released", "TYPE_EXPIRED": "expired", 1: "current", 2: "synced",
-                3: "granted", 4: "released", 5: "expired"}
+                "TYPE_RELEASED": "released", "TYPE_EXPIRED": "expired", "TYPE_REVOKED": "revoked",
+                1: "current", 2: "synced", 3: "granted", 4: "released", 5: "expired", 6: "revoked"}
 
 
 def _grant(p: Optional[Dict[str, Any]], sent_at: float) -> Grant:
     p = p or {}
     return Grant(name=p.get("name", ""), holder=p.get("holder", ""), token=u64(p.get("token")),
                  ttl=parse_duration(p.get("ttl")), remaining=parse_duration(p.get("remaining")),
-                 limit=int(p.get("limit") or 0), sent_at=sent_at)
+                 limit=int(p.get("limit") or 0), sent_at=sent_at,
+                 lock_delay=parse_duration(_field(p, "lock_delay")))
 
 
 def _b64(v: Union[bytes, str]) -> str:
@@ -412,20 +420,28 @@ class Client:
     # -- leases ----------------------------------------------------------
 
     def acquire(self, name: str, holder: str, ttl: float, *, wait: bool = False,
-                wait_timeout: Optional[float] = None, limit: int = 0, timeout: Optional[float] = None,
-                canceller: Optional[Canceller] = None) -> Grant:
+                wait_timeout: Optional[float] = None, limit: int = 0, lock_delay: float = 0.0,
+                timeout: Optional[float] = None, canceller: Optional[Canceller] = None) -> Grant:
         """acquire grants the lease name to holder for ttl seconds, or
         renews it if holder already holds it (same token). If another
         holder has it, it raises LeaseHeldError naming that holder; with
         wait=True it queues on the server (first come, first served) until
         granted or wait_timeout passes (None: as long as the server allows,
         5 minutes by default). limit > 1 asks for one slot of a semaphore.
-        Retried on other endpoints; a retry gets the first attempt's
-        outcome, never a second grant. The grant's sent_at is when the
-        first attempt was sent."""
+        lock_delay (seconds, at most 60 by default) gives the grant a
+        lock-delay: if it expires or is revoked (not released), the server
+        grants the name to nobody until that much cluster time has passed
+        since the expiry (or the revocation); waiters stay queued. An
+        acquire during the delay raises a LeaseHeldError with lock_delay
+        set. A mitigation for storage that cannot check tokens: the token
+        is the guarantee. Retried on other endpoints; a retry gets the
+        first attempt's outcome, never a second grant. The grant's sent_at
+        is when the first attempt was sent."""
         msg: Dict[str, Any] = {"name": name, "holder": holder, "ttl": _wire.duration_str(ttl)}
         if limit:
             msg["limit"] = limit
+        if lock_delay:
+            msg["lock_delay"] = _wire.duration_str(lock_delay)
         wait_until = monotonic() + wait_timeout if wait and wait_timeout else 0.0
 
         def attempt_timeout() -> float:
@@ -474,7 +490,9 @@ class Client:
             raise TenureError("client: renew of %d leases returned %d results" % (len(refs), len(results)))
         out = []
         for r in results:
-            err = from_reason(r.get("reason", ""), r.get("message", ""))
+            err = from_reason(r.get("reason", ""), r.get("message", ""),
+                              {"name": r.get("name", ""), "token": u64(r.get("token")),
+                               "revoke_reason": _field(r, "revoke_reason", "")})
             out.append(RenewResult(name=r.get("name", ""), token=u64(r.get("token")),
                                    grant=None if err else _grant(r.get("lease"), sent), error=err))
         return out
@@ -495,6 +513,22 @@ class Client:
         delivered (IndeterminateError)."""
         self._mutating(RETRY_UNSENT, _LEASE + "Release", {"name": name, "token": str(token)}, timeout,
                        None, canceller)
+
+    def revoke(self, name: str, token: int = 0, *, reason: str, timeout: Optional[float] = None) -> List[Grant]:
+        """revoke ends the live grant of name with token now, or every live
+        grant of name (every slot of a semaphore) if token is 0, as an
+        operator: the caller needs the admin role. reason (1-256 bytes of
+        printable text) is kept with the revoked grant until its old
+        expiry: the holder's next renewal, release or write raises a
+        RevokedError that carries it, and a session's lease is lost. The
+        grant's lock-delay, if any, starts now; otherwise the first waiter
+        is granted at once, with a larger token. Returns the grants it
+        ended; a name with no such live grant raises NotFoundError and
+        changes nothing. Retried like acquire: a retry gets the first
+        attempt's outcome."""
+        msg: Dict[str, Any] = {"name": name, "token": str(token), "reason": reason}
+        res, sent = self._mutating(RETRY_ALWAYS, _LEASE + "Revoke", msg, timeout)
+        return [_grant(g, sent) for g in res.get("revoked") or []]
 
     def get(self, name: str, *, timeout: Optional[float] = None) -> Grant:
         """get returns the live grant of name, or raises NotFoundError."""
@@ -647,7 +681,7 @@ def _event(msg: Optional[Dict[str, Any]]) -> WatchEvent:
     ev = (msg or {}).get("event") or {}
     t = _EVENT_TYPES.get(ev.get("type"), "synced")
     g = _grant(ev["lease"], 0.0) if ev.get("lease") else None
-    return WatchEvent(type=t, grant=g, index=u64(ev.get("index")))
+    return WatchEvent(type=t, grant=g, index=u64(ev.get("index")), reason=ev.get("reason", ""))
 
 
 class Watch:

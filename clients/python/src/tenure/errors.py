@@ -6,7 +6,8 @@ works across the wire and the server's message is kept::
 
     invalid_argument                          InvalidArgumentError
     failed_precondition, reason LEASE_HELD    LeaseHeldError (holder, token, remaining)
-    failed_precondition, reason STALE_TOKEN   StaleTokenError
+    failed_precondition, reason STALE_TOKEN   StaleTokenError, or RevokedError (a StaleTokenError)
+                                              when the detail has a revoke_reason
     failed_precondition, reason NOT_APPLIED   NotAppliedError (cause of an IndeterminateError)
     not_found                                 NotFoundError
     permission_denied                         PermissionDeniedError
@@ -41,22 +42,41 @@ class InvalidArgumentError(TenureError):
 class LeaseHeldError(TenureError):
     """Another holder has a live grant of the lease (also when a waiting
     acquire timed out). ``holder``, ``token`` and ``remaining`` (seconds)
-    describe that grant."""
+    describe that grant. With lock_delay set the name is in a lock-delay:
+    holder and token are the grant that expired or was revoked, remaining
+    the seconds until the delay ends, and ended how long ago the grant
+    ended (ended + remaining is its lock-delay)."""
 
     def __init__(self, message: str, code: Optional[str] = None, lease: str = "",
-                 holder: str = "", token: int = 0, remaining: float = 0.0, limit: int = 0):
+                 holder: str = "", token: int = 0, remaining: float = 0.0, limit: int = 0,
+                 lock_delay: bool = False, ended: float = 0.0):
         super().__init__(message, code)
         self.lease = lease
         self.holder = holder
         self.token = token
         self.remaining = remaining
         self.limit = limit
+        self.lock_delay = lock_delay
+        self.ended = ended
 
 
 class StaleTokenError(TenureError):
     """The token is not the current, unexpired grant of the lease
     (released, expired, or granted again since), or a newer token already
     wrote the key."""
+
+
+class RevokedError(StaleTokenError):
+    """An operator revoked the grant (Client.revoke), for ``reason``. A
+    StaleTokenError too: the token fences nothing. A session's lease ends
+    with a LostError whose __cause__ is this error."""
+
+    def __init__(self, message: str, code: Optional[str] = None, lease: str = "", token: int = 0,
+                 reason: str = ""):
+        super().__init__(message, code)
+        self.lease = lease
+        self.token = token
+        self.reason = reason
 
 
 class NotFoundError(TenureError):
@@ -217,16 +237,22 @@ def from_wire(code: str, message: str, detail: Optional[dict] = None) -> TenureE
     if cls is LeaseHeldError:
         return LeaseHeldError(message or "lease: held by another holder", code, lease=detail.get("name", ""),
                               holder=detail.get("holder", ""), token=detail.get("token", 0),
-                              remaining=detail.get("remaining", 0.0), limit=detail.get("limit", 0))
+                              remaining=detail.get("remaining", 0.0), limit=detail.get("limit", 0),
+                              lock_delay=detail.get("lock_delay", False), ended=detail.get("ended", 0.0))
+    if cls is StaleTokenError and detail.get("revoke_reason"):
+        return RevokedError(message or "lease: revoked by an operator", code, lease=detail.get("name", ""),
+                            token=detail.get("token", 0), reason=detail["revoke_reason"])
     return cls(message or code, code)
 
 
-def from_reason(reason: str, message: str) -> Optional[TenureError]:
+def from_reason(reason: str, message: str, revoked: Optional[dict] = None) -> Optional[TenureError]:
     """from_reason returns the error of a per-item failure reported in a
-    message (RenewResult.reason and .message), None for success."""
+    message (RenewResult.reason and .message), None for success. revoked,
+    if given, is {"name", "token", "revoke_reason"} of the result
+    (RenewResult.revoke_reason): a STALE_TOKEN is then a RevokedError."""
     if not reason:
         return None
     for code, r, cls in _TABLE:
         if r == reason:
-            return from_wire(code, message or reason, {"reason": reason})
+            return from_wire(code, message or reason, dict(revoked or {}, reason=reason))
     return TenureError(message or "wire: unknown failure reason " + reason)

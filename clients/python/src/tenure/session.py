@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 from ._wire import Canceller, monotonic
 from .client import Client, Grant, RenewResult
-from .errors import (DuplicateError, LeaseHeldError, LostError, NotFoundError, ReleasedError,
+from .errors import (DuplicateError, LeaseHeldError, LostError, NotFoundError, ReleasedError, RevokedError,
                      SessionClosedError, StaleTokenError, TenureError)
 
 # How long one waiting acquire queues on the server before it asks again.
@@ -177,7 +177,11 @@ class Lease:
     def _lose(self, err: TenureError) -> None:
         if self._state in (LOST, RELEASED):
             return
-        lost = LostError(self.name, self.token, "the server no longer has this grant: %s" % err)
+        if isinstance(err, RevokedError):
+            why = "revoked by an operator (%s)" % err.reason
+        else:
+            why = "the server no longer has this grant: %s" % err
+        lost = LostError(self.name, self.token, why)
         lost.__cause__ = err
         self._end(LOST, lost)
         self._s._forget(self)
@@ -289,7 +293,10 @@ class Session:
     (default renew_interval/2). drift: how much faster the server's clock
     may run than this machine's (default 0.01). margin: kept between the
     local deadline and the earliest expiry on the server (default
-    max(ttl/10, 0.1)).
+    max(ttl/10, 0.1)). lock_delay: a lock-delay for every grant of the
+    session, in seconds (default 0: none; see Client.acquire); a
+    lock_delay of ttl or more also keeps a revoked term from overlapping
+    the next holder's.
 
     close() releases every lease (their done events are set first) and
     stops renewing; orphan() only stops renewing, so the leases run out
@@ -298,7 +305,7 @@ class Session:
 
     def __init__(self, client: Client, *, holder: Optional[str] = None, ttl: float = 10.0,
                  renew_interval: Optional[float] = None, renew_timeout: Optional[float] = None,
-                 drift: float = 0.01, margin: Optional[float] = None):
+                 drift: float = 0.01, margin: Optional[float] = None, lock_delay: float = 0.0):
         if client is None:
             raise TenureError("election: a client is required")
         if not ttl > 0:
@@ -314,6 +321,9 @@ class Session:
             raise TenureError("election: renew_interval and renew_timeout must be positive, margin not negative")
         if not 0 <= drift < 0.5:
             raise TenureError("election: drift must be in [0, 0.5), got %r" % drift)
+        if not lock_delay >= 0:
+            raise TenureError("election: lock_delay must not be negative, got %r" % lock_delay)
+        self.lock_delay = float(lock_delay)
         safe = self._safe(self.ttl)
         if self.renew_interval >= safe:
             raise TenureError("election: renew_interval %.3fs is not shorter than the %.3fs a lease stays safe "
@@ -413,7 +423,7 @@ class Session:
                     wait = False  # no time left: one plain try
             try:
                 g = self.client.acquire(name, self.holder, self.ttl, wait=wait, wait_timeout=wt if wait else None,
-                                        limit=limit, canceller=canceller)
+                                        limit=limit, lock_delay=self.lock_delay, canceller=canceller)
             except LeaseHeldError:
                 if self._closed:
                     raise SessionClosedError() from None

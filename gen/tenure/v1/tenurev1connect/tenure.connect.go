@@ -53,6 +53,8 @@ const (
 	LeaseServiceListProcedure = "/tenure.v1.LeaseService/List"
 	// LeaseServiceWatchProcedure is the fully-qualified name of the LeaseService's Watch RPC.
 	LeaseServiceWatchProcedure = "/tenure.v1.LeaseService/Watch"
+	// LeaseServiceRevokeProcedure is the fully-qualified name of the LeaseService's Revoke RPC.
+	LeaseServiceRevokeProcedure = "/tenure.v1.LeaseService/Revoke"
 	// LeaseServiceBatchProcedure is the fully-qualified name of the LeaseService's Batch RPC.
 	LeaseServiceBatchProcedure = "/tenure.v1.LeaseService/Batch"
 	// KVServicePutProcedure is the fully-qualified name of the KVService's Put RPC.
@@ -84,6 +86,11 @@ type LeaseServiceClient interface {
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
 	Watch(context.Context, *connect.Request[v1.WatchRequest]) (*connect.ServerStreamForClient[v1.WatchResponse], error)
+	// Revoke ends a grant now (or every grant of a name), as an operator:
+	// needs the admin role. The holder learns it at its next renewal
+	// (STALE_TOKEN with the reason); the next grant's token is larger, as
+	// always. A name with no such live grant is not_found.
+	Revoke(context.Context, *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error)
 	// Batch carries several independent requests in one call: the Go client
 	// coalesces concurrent calls into one, so that many callers share one
 	// round trip and one raft entry. Each op is applied as if it had been sent
@@ -142,6 +149,12 @@ func NewLeaseServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(leaseServiceMethods.ByName("Watch")),
 			connect.WithClientOptions(opts...),
 		),
+		revoke: connect.NewClient[v1.RevokeRequest, v1.RevokeResponse](
+			httpClient,
+			baseURL+LeaseServiceRevokeProcedure,
+			connect.WithSchema(leaseServiceMethods.ByName("Revoke")),
+			connect.WithClientOptions(opts...),
+		),
 		batch: connect.NewClient[v1.BatchRequest, v1.BatchResponse](
 			httpClient,
 			baseURL+LeaseServiceBatchProcedure,
@@ -159,6 +172,7 @@ type leaseServiceClient struct {
 	get     *connect.Client[v1.GetRequest, v1.GetResponse]
 	list    *connect.Client[v1.ListRequest, v1.ListResponse]
 	watch   *connect.Client[v1.WatchRequest, v1.WatchResponse]
+	revoke  *connect.Client[v1.RevokeRequest, v1.RevokeResponse]
 	batch   *connect.Client[v1.BatchRequest, v1.BatchResponse]
 }
 
@@ -192,6 +206,11 @@ func (c *leaseServiceClient) Watch(ctx context.Context, req *connect.Request[v1.
 	return c.watch.CallServerStream(ctx, req)
 }
 
+// Revoke calls tenure.v1.LeaseService.Revoke.
+func (c *leaseServiceClient) Revoke(ctx context.Context, req *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error) {
+	return c.revoke.CallUnary(ctx, req)
+}
+
 // Batch calls tenure.v1.LeaseService.Batch.
 func (c *leaseServiceClient) Batch(ctx context.Context, req *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error) {
 	return c.batch.CallUnary(ctx, req)
@@ -205,6 +224,11 @@ type LeaseServiceHandler interface {
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
 	Watch(context.Context, *connect.Request[v1.WatchRequest], *connect.ServerStream[v1.WatchResponse]) error
+	// Revoke ends a grant now (or every grant of a name), as an operator:
+	// needs the admin role. The holder learns it at its next renewal
+	// (STALE_TOKEN with the reason); the next grant's token is larger, as
+	// always. A name with no such live grant is not_found.
+	Revoke(context.Context, *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error)
 	// Batch carries several independent requests in one call: the Go client
 	// coalesces concurrent calls into one, so that many callers share one
 	// round trip and one raft entry. Each op is applied as if it had been sent
@@ -259,6 +283,12 @@ func NewLeaseServiceHandler(svc LeaseServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(leaseServiceMethods.ByName("Watch")),
 		connect.WithHandlerOptions(opts...),
 	)
+	leaseServiceRevokeHandler := connect.NewUnaryHandler(
+		LeaseServiceRevokeProcedure,
+		svc.Revoke,
+		connect.WithSchema(leaseServiceMethods.ByName("Revoke")),
+		connect.WithHandlerOptions(opts...),
+	)
 	leaseServiceBatchHandler := connect.NewUnaryHandler(
 		LeaseServiceBatchProcedure,
 		svc.Batch,
@@ -279,6 +309,8 @@ func NewLeaseServiceHandler(svc LeaseServiceHandler, opts ...connect.HandlerOpti
 			leaseServiceListHandler.ServeHTTP(w, r)
 		case LeaseServiceWatchProcedure:
 			leaseServiceWatchHandler.ServeHTTP(w, r)
+		case LeaseServiceRevokeProcedure:
+			leaseServiceRevokeHandler.ServeHTTP(w, r)
 		case LeaseServiceBatchProcedure:
 			leaseServiceBatchHandler.ServeHTTP(w, r)
 		default:
@@ -312,6 +344,10 @@ func (UnimplementedLeaseServiceHandler) List(context.Context, *connect.Request[v
 
 func (UnimplementedLeaseServiceHandler) Watch(context.Context, *connect.Request[v1.WatchRequest], *connect.ServerStream[v1.WatchResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.LeaseService.Watch is not implemented"))
+}
+
+func (UnimplementedLeaseServiceHandler) Revoke(context.Context, *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.LeaseService.Revoke is not implemented"))
 }
 
 func (UnimplementedLeaseServiceHandler) Batch(context.Context, *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error) {

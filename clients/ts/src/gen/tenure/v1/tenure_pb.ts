@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tenure/v1/tenure.proto.
  */
 export const file_tenure_v1_tenure: GenFile = /*@__PURE__*/
-  fileDesc("ChZ0ZW51cmUvdjEvdGVudXJlLnByb3RvEgl0ZW51cmUudjEimQEKBUxlYXNlEgwKBG5hbWUYASABKAkSDgoGaG9sZGVyGAIgASgJEg0KBXRva2VuGAMgASgEEiYKA3R0bBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIsCglyZW1haW5pbmcYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0ihwEKC0Vycm9yRGV0YWlsEg4KBnJlYXNvbhgBIAEoCRIOCgZob2xkZXIYAiABKAkSDQoFdG9rZW4YAyABKAQSLAoJcmVtYWluaW5nGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBG5hbWUYBSABKAkSDQoFbGltaXQYBiABKA0iOAoJUmVxdWVzdElEEg8KB3Nlc3Npb24YASABKAkSCwoDc2VxGAIgASgEEg0KBWZsb29yGAMgASgEIs4BCg5BY3F1aXJlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg4KBmhvbGRlchgCIAEoCRImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEd2FpdBgEIAEoCBIvCgx3YWl0X3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0SKAoKcmVxdWVzdF9pZBgHIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQiMgoPQWNxdWlyZVJlc3BvbnNlEh8KBWxlYXNlGAEgASgLMhAudGVudXJlLnYxLkxlYXNlIk8KCExlYXNlUmVmEgwKBG5hbWUYASABKAkSDQoFdG9rZW4YAiABKAQSJgoDdHRsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIl0KDFJlbmV3UmVxdWVzdBIjCgZsZWFzZXMYASADKAsyEy50ZW51cmUudjEuTGVhc2VSZWYSKAoKcmVxdWVzdF9pZBgCIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQibAoLUmVuZXdSZXN1bHQSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBIfCgVsZWFzZRgDIAEoCzIQLnRlbnVyZS52MS5MZWFzZRIOCgZyZWFzb24YBCABKAkSDwoHbWVzc2FnZRgFIAEoCSI4Cg1SZW5ld1Jlc3BvbnNlEicKB3Jlc3VsdHMYASADKAsyFi50ZW51cmUudjEuUmVuZXdSZXN1bHQiVwoOUmVsZWFzZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBIoCgpyZXF1ZXN0X2lkGAMgASgLMhQudGVudXJlLnYxLlJlcXVlc3RJRCIRCg9SZWxlYXNlUmVzcG9uc2UiGgoKR2V0UmVxdWVzdBIMCgRuYW1lGAEgASgJIk8KC0dldFJlc3BvbnNlEh8KBWxlYXNlGAEgASgLMhAudGVudXJlLnYxLkxlYXNlEh8KBXNsb3RzGAIgAygLMhAudGVudXJlLnYxLkxlYXNlIh0KC0xpc3RSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSIwCgxMaXN0UmVzcG9uc2USIAoGbGVhc2VzGAEgAygLMhAudGVudXJlLnYxLkxlYXNlIh4KDFdhdGNoUmVxdWVzdBIOCgZwcmVmaXgYASABKAki3gEKCldhdGNoRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnRlbnVyZS52MS5XYXRjaEV2ZW50LlR5cGUSHwoFbGVhc2UYAiABKAsyEC50ZW51cmUudjEuTGVhc2USDQoFaW5kZXgYAyABKAQidgoEVHlwZRIUChBUWVBFX1VOU1BFQ0lGSUVEEAASEAoMVFlQRV9DVVJSRU5UEAESDwoLVFlQRV9TWU5DRUQQAhIQCgxUWVBFX0dSQU5URUQQAxIRCg1UWVBFX1JFTEVBU0VEEAQSEAoMVFlQRV9FWFBJUkVEEAUiNQoNV2F0Y2hSZXNwb25zZRIkCgVldmVudBgBIAEoCzIVLnRlbnVyZS52MS5XYXRjaEV2ZW50Ii8KDEJhdGNoUmVxdWVzdBIfCgNvcHMYASADKAsyEi50ZW51cmUudjEuQmF0Y2hPcCLrAQoHQmF0Y2hPcBIsCgdhY3F1aXJlGAEgASgLMhkudGVudXJlLnYxLkFjcXVpcmVSZXF1ZXN0SAASKAoFcmVuZXcYAiABKAsyFy50ZW51cmUudjEuUmVuZXdSZXF1ZXN0SAASLAoHcmVsZWFzZRgDIAEoCzIZLnRlbnVyZS52MS5SZWxlYXNlUmVxdWVzdEgAEiYKA3B1dBgEIAEoCzIXLnRlbnVyZS52MS5LVlB1dFJlcXVlc3RIABIsCgZkZWxldGUYBSABKAsyGi50ZW51cmUudjEuS1ZEZWxldGVSZXF1ZXN0SABCBAoCb3AiUwoKQmF0Y2hFcnJvchIMCgRjb2RlGAEgASgNEg8KB21lc3NhZ2UYAiABKAkSJgoGZGV0YWlsGAMgASgLMhYudGVudXJlLnYxLkVycm9yRGV0YWlsIqACCgtCYXRjaFJlc3VsdBItCgdhY3F1aXJlGAEgASgLMhoudGVudXJlLnYxLkFjcXVpcmVSZXNwb25zZUgAEikKBXJlbmV3GAIgASgLMhgudGVudXJlLnYxLlJlbmV3UmVzcG9uc2VIABItCgdyZWxlYXNlGAMgASgLMhoudGVudXJlLnYxLlJlbGVhc2VSZXNwb25zZUgAEicKA3B1dBgEIAEoCzIYLnRlbnVyZS52MS5LVlB1dFJlc3BvbnNlSAASLQoGZGVsZXRlGAUgASgLMhsudGVudXJlLnYxLktWRGVsZXRlUmVzcG9uc2VIABImCgVlcnJvchgPIAEoCzIVLnRlbnVyZS52MS5CYXRjaEVycm9ySABCCAoGcmVzdWx0IjgKDUJhdGNoUmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLnRlbnVyZS52MS5CYXRjaFJlc3VsdCJyCgxLVlB1dFJlcXVlc3QSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBWxlYXNlGAMgASgJEg0KBXRva2VuGAQgASgEEigKCnJlcXVlc3RfaWQYBSABKAsyFC50ZW51cmUudjEuUmVxdWVzdElEIiEKDUtWUHV0UmVzcG9uc2USEAoIcmV2aXNpb24YASABKAQiGwoMS1ZHZXRSZXF1ZXN0EgsKA2tleRgBIAEoCSJbCg1LVkdldFJlc3BvbnNlEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDBINCgV0b2tlbhgDIAEoBBINCgVsZWFzZRgEIAEoCRIQCghyZXZpc2lvbhgFIAEoBCJVCgdLVkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDBINCgV0b2tlbhgDIAEoBBINCgVsZWFzZRgEIAEoCRIQCghyZXZpc2lvbhgFIAEoBCIyCg1LVkxpc3RSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRIRCglrZXlzX29ubHkYAiABKAgiNQoOS1ZMaXN0UmVzcG9uc2USIwoHZW50cmllcxgBIAMoCzISLnRlbnVyZS52MS5LVkVudHJ5ImYKD0tWRGVsZXRlUmVxdWVzdBILCgNrZXkYASABKAkSDQoFbGVhc2UYAiABKAkSDQoFdG9rZW4YAyABKAQSKAoKcmVxdWVzdF9pZBgEIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQiJAoQS1ZEZWxldGVSZXNwb25zZRIQCghyZXZpc2lvbhgBIAEoBCKSAQoGTWVtYmVyEgoKAmlkGAEgASgJEhQKDHJhZnRfYWRkcmVzcxgCIAEoCRITCgthcGlfYWRkcmVzcxgDIAEoCRIQCghzdWZmcmFnZRgEIAEoCRIOCgZsZWFkZXIYBSABKAgSLwoMbGFzdF9jb250YWN0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIg8KDVN0YXR1c1JlcXVlc3Qi6gMKDlN0YXR1c1Jlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSDQoFc3RhdGUYAiABKAkSEQoJbGVhZGVyX2lkGAMgASgJEhYKDmxlYWRlcl9hZGRyZXNzGAQgASgJEgwKBHRlcm0YBSABKAQSFQoNYXBwbGllZF9pbmRleBgGIAEoBBIUCgxjb21taXRfaW5kZXgYByABKAQSEgoKbGFzdF9pbmRleBgIIAEoBBIiCgdtZW1iZXJzGAkgAygLMhEudGVudXJlLnYxLk1lbWJlchIvCgxjbHVzdGVyX3RpbWUYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKgoHbWluX3R0bBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZsZWFzZXMYDCABKAQSEgoKbGFzdF90b2tlbhgNIAEoBBISCgpjbHVzdGVyX2lkGA4gASgJEhUKDWxlYXNlc19zdG9yZWQYDyABKAQSFgoOY2F0Y2hfdXBfaW5kZXgYECABKAQSEwoLY2F0Y2hpbmdfdXAYESABKAgSGwoTbGVhZGVyX2NvbW1pdF9pbmRleBgSIAEoBBIOCgZiZWhpbmQYEyABKAgSFAoMbWVtYmVyc19mcm9tGBQgASgJInIKC0pvaW5SZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSFAoMcmFmdF9hZGRyZXNzGAIgASgJEhMKC2FwaV9hZGRyZXNzGAMgASgJEhIKCmNsdXN0ZXJfaWQYBCABKAkSEwoLY2F0Y2hpbmdfdXAYBSABKAgiXgoMSm9pblJlc3BvbnNlEiIKB21lbWJlcnMYASADKAsyES50ZW51cmUudjEuTWVtYmVyEhIKCmNsdXN0ZXJfaWQYAiABKAkSFgoOY2F0Y2hfdXBfaW5kZXgYAyABKAQiHwoMTGVhdmVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiDwoNTGVhdmVSZXNwb25zZSIsChlUcmFuc2ZlckxlYWRlcnNoaXBSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiLwoaVHJhbnNmZXJMZWFkZXJzaGlwUmVzcG9uc2USEQoJbGVhZGVyX2lkGAEgASgJIhEKD1NuYXBzaG90UmVxdWVzdCIhChBTbmFwc2hvdFJlc3BvbnNlEg0KBWNodW5rGAEgASgMMssDCgxMZWFzZVNlcnZpY2USQgoHQWNxdWlyZRIZLnRlbnVyZS52MS5BY3F1aXJlUmVxdWVzdBoaLnRlbnVyZS52MS5BY3F1aXJlUmVzcG9uc2UiABI8CgVSZW5ldxIXLnRlbnVyZS52MS5SZW5ld1JlcXVlc3QaGC50ZW51cmUudjEuUmVuZXdSZXNwb25zZSIAEkIKB1JlbGVhc2USGS50ZW51cmUudjEuUmVsZWFzZVJlcXVlc3QaGi50ZW51cmUudjEuUmVsZWFzZVJlc3BvbnNlIgASOQoDR2V0EhUudGVudXJlLnYxLkdldFJlcXVlc3QaFi50ZW51cmUudjEuR2V0UmVzcG9uc2UiA5ACARI8CgRMaXN0EhYudGVudXJlLnYxLkxpc3RSZXF1ZXN0GhcudGVudXJlLnYxLkxpc3RSZXNwb25zZSIDkAIBEj4KBVdhdGNoEhcudGVudXJlLnYxLldhdGNoUmVxdWVzdBoYLnRlbnVyZS52MS5XYXRjaFJlc3BvbnNlIgAwARI8CgVCYXRjaBIXLnRlbnVyZS52MS5CYXRjaFJlcXVlc3QaGC50ZW51cmUudjEuQmF0Y2hSZXNwb25zZSIAMo0CCglLVlNlcnZpY2USOgoDUHV0EhcudGVudXJlLnYxLktWUHV0UmVxdWVzdBoYLnRlbnVyZS52MS5LVlB1dFJlc3BvbnNlIgASPQoDR2V0EhcudGVudXJlLnYxLktWR2V0UmVxdWVzdBoYLnRlbnVyZS52MS5LVkdldFJlc3BvbnNlIgOQAgESQwoGRGVsZXRlEhoudGVudXJlLnYxLktWRGVsZXRlUmVxdWVzdBobLnRlbnVyZS52MS5LVkRlbGV0ZVJlc3BvbnNlIgASQAoETGlzdBIYLnRlbnVyZS52MS5LVkxpc3RSZXF1ZXN0GhkudGVudXJlLnYxLktWTGlzdFJlc3BvbnNlIgOQAgEy+wIKDkNsdXN0ZXJTZXJ2aWNlEkIKBlN0YXR1cxIYLnRlbnVyZS52MS5TdGF0dXNSZXF1ZXN0GhkudGVudXJlLnYxLlN0YXR1c1Jlc3BvbnNlIgOQAgESOQoESm9pbhIWLnRlbnVyZS52MS5Kb2luUmVxdWVzdBoXLnRlbnVyZS52MS5Kb2luUmVzcG9uc2UiABI8CgVMZWF2ZRIXLnRlbnVyZS52MS5MZWF2ZVJlcXVlc3QaGC50ZW51cmUudjEuTGVhdmVSZXNwb25zZSIAEmMKElRyYW5zZmVyTGVhZGVyc2hpcBIkLnRlbnVyZS52MS5UcmFuc2ZlckxlYWRlcnNoaXBSZXF1ZXN0GiUudGVudXJlLnYxLlRyYW5zZmVyTGVhZGVyc2hpcFJlc3BvbnNlIgASRwoIU25hcHNob3QSGi50ZW51cmUudjEuU25hcHNob3RSZXF1ZXN0GhsudGVudXJlLnYxLlNuYXBzaG90UmVzcG9uc2UiADABQjRaMmdpdGh1Yi5jb20vdGVudXJlLWlvL3RlbnVyZS9nZW4vdGVudXJlL3YxO3RlbnVyZXYxYgZwcm90bzM", [file_google_protobuf_duration]);
+  fileDesc("ChZ0ZW51cmUvdjEvdGVudXJlLnByb3RvEgl0ZW51cmUudjEiyAEKBUxlYXNlEgwKBG5hbWUYASABKAkSDgoGaG9sZGVyGAIgASgJEg0KBXRva2VuGAMgASgEEiYKA3R0bBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIsCglyZW1haW5pbmcYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0SLQoKbG9ja19kZWxheRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLcAQoLRXJyb3JEZXRhaWwSDgoGcmVhc29uGAEgASgJEg4KBmhvbGRlchgCIAEoCRINCgV0b2tlbhgDIAEoBBIsCglyZW1haW5pbmcYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEbmFtZRgFIAEoCRINCgVsaW1pdBgGIAEoDRISCgpsb2NrX2RlbGF5GAcgASgIEhUKDXJldm9rZV9yZWFzb24YCCABKAkSKAoFZW5kZWQYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iOAoJUmVxdWVzdElEEg8KB3Nlc3Npb24YASABKAkSCwoDc2VxGAIgASgEEg0KBWZsb29yGAMgASgEIv0BCg5BY3F1aXJlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg4KBmhvbGRlchgCIAEoCRImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEd2FpdBgEIAEoCBIvCgx3YWl0X3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0SKAoKcmVxdWVzdF9pZBgHIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQSLQoKbG9ja19kZWxheRgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIyCg9BY3F1aXJlUmVzcG9uc2USHwoFbGVhc2UYASABKAsyEC50ZW51cmUudjEuTGVhc2UiTwoITGVhc2VSZWYSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iXQoMUmVuZXdSZXF1ZXN0EiMKBmxlYXNlcxgBIAMoCzITLnRlbnVyZS52MS5MZWFzZVJlZhIoCgpyZXF1ZXN0X2lkGAIgASgLMhQudGVudXJlLnYxLlJlcXVlc3RJRCKDAQoLUmVuZXdSZXN1bHQSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBIfCgVsZWFzZRgDIAEoCzIQLnRlbnVyZS52MS5MZWFzZRIOCgZyZWFzb24YBCABKAkSDwoHbWVzc2FnZRgFIAEoCRIVCg1yZXZva2VfcmVhc29uGAYgASgJIjgKDVJlbmV3UmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLnRlbnVyZS52MS5SZW5ld1Jlc3VsdCJXCg5SZWxlYXNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBXRva2VuGAIgASgEEigKCnJlcXVlc3RfaWQYAyABKAsyFC50ZW51cmUudjEuUmVxdWVzdElEIhEKD1JlbGVhc2VSZXNwb25zZSJmCg1SZXZva2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFdG9rZW4YAiABKAQSDgoGcmVhc29uGAMgASgJEigKCnJlcXVlc3RfaWQYBCABKAsyFC50ZW51cmUudjEuUmVxdWVzdElEIjMKDlJldm9rZVJlc3BvbnNlEiEKB3Jldm9rZWQYASADKAsyEC50ZW51cmUudjEuTGVhc2UiGgoKR2V0UmVxdWVzdBIMCgRuYW1lGAEgASgJIk8KC0dldFJlc3BvbnNlEh8KBWxlYXNlGAEgASgLMhAudGVudXJlLnYxLkxlYXNlEh8KBXNsb3RzGAIgAygLMhAudGVudXJlLnYxLkxlYXNlIh0KC0xpc3RSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSIwCgxMaXN0UmVzcG9uc2USIAoGbGVhc2VzGAEgAygLMhAudGVudXJlLnYxLkxlYXNlIh4KDFdhdGNoUmVxdWVzdBIOCgZwcmVmaXgYASABKAkigQIKCldhdGNoRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnRlbnVyZS52MS5XYXRjaEV2ZW50LlR5cGUSHwoFbGVhc2UYAiABKAsyEC50ZW51cmUudjEuTGVhc2USDQoFaW5kZXgYAyABKAQSDgoGcmVhc29uGAQgASgJIogBCgRUeXBlEhQKEFRZUEVfVU5TUEVDSUZJRUQQABIQCgxUWVBFX0NVUlJFTlQQARIPCgtUWVBFX1NZTkNFRBACEhAKDFRZUEVfR1JBTlRFRBADEhEKDVRZUEVfUkVMRUFTRUQQBBIQCgxUWVBFX0VYUElSRUQQBRIQCgxUWVBFX1JFVk9LRUQQBiI1Cg1XYXRjaFJlc3BvbnNlEiQKBWV2ZW50GAEgASgLMhUudGVudXJlLnYxLldhdGNoRXZlbnQiLwoMQmF0Y2hSZXF1ZXN0Eh8KA29wcxgBIAMoCzISLnRlbnVyZS52MS5CYXRjaE9wIusBCgdCYXRjaE9wEiwKB2FjcXVpcmUYASABKAsyGS50ZW51cmUudjEuQWNxdWlyZVJlcXVlc3RIABIoCgVyZW5ldxgCIAEoCzIXLnRlbnVyZS52MS5SZW5ld1JlcXVlc3RIABIsCgdyZWxlYXNlGAMgASgLMhkudGVudXJlLnYxLlJlbGVhc2VSZXF1ZXN0SAASJgoDcHV0GAQgASgLMhcudGVudXJlLnYxLktWUHV0UmVxdWVzdEgAEiwKBmRlbGV0ZRgFIAEoCzIaLnRlbnVyZS52MS5LVkRlbGV0ZVJlcXVlc3RIAEIECgJvcCJTCgpCYXRjaEVycm9yEgwKBGNvZGUYASABKA0SDwoHbWVzc2FnZRgCIAEoCRImCgZkZXRhaWwYAyABKAsyFi50ZW51cmUudjEuRXJyb3JEZXRhaWwioAIKC0JhdGNoUmVzdWx0Ei0KB2FjcXVpcmUYASABKAsyGi50ZW51cmUudjEuQWNxdWlyZVJlc3BvbnNlSAASKQoFcmVuZXcYAiABKAsyGC50ZW51cmUudjEuUmVuZXdSZXNwb25zZUgAEi0KB3JlbGVhc2UYAyABKAsyGi50ZW51cmUudjEuUmVsZWFzZVJlc3BvbnNlSAASJwoDcHV0GAQgASgLMhgudGVudXJlLnYxLktWUHV0UmVzcG9uc2VIABItCgZkZWxldGUYBSABKAsyGy50ZW51cmUudjEuS1ZEZWxldGVSZXNwb25zZUgAEiYKBWVycm9yGA8gASgLMhUudGVudXJlLnYxLkJhdGNoRXJyb3JIAEIICgZyZXN1bHQiOAoNQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYudGVudXJlLnYxLkJhdGNoUmVzdWx0InIKDEtWUHV0UmVxdWVzdBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAwSDQoFbGVhc2UYAyABKAkSDQoFdG9rZW4YBCABKAQSKAoKcmVxdWVzdF9pZBgFIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQiIQoNS1ZQdXRSZXNwb25zZRIQCghyZXZpc2lvbhgBIAEoBCIbCgxLVkdldFJlcXVlc3QSCwoDa2V5GAEgASgJIlsKDUtWR2V0UmVzcG9uc2USCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBXRva2VuGAMgASgEEg0KBWxlYXNlGAQgASgJEhAKCHJldmlzaW9uGAUgASgEIlUKB0tWRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBXRva2VuGAMgASgEEg0KBWxlYXNlGAQgASgJEhAKCHJldmlzaW9uGAUgASgEIjIKDUtWTGlzdFJlcXVlc3QSDgoGcHJlZml4GAEgASgJEhEKCWtleXNfb25seRgCIAEoCCI1Cg5LVkxpc3RSZXNwb25zZRIjCgdlbnRyaWVzGAEgAygLMhIudGVudXJlLnYxLktWRW50cnkiZgoPS1ZEZWxldGVSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgVsZWFzZRgCIAEoCRINCgV0b2tlbhgDIAEoBBIoCgpyZXF1ZXN0X2lkGAQgASgLMhQudGVudXJlLnYxLlJlcXVlc3RJRCIkChBLVkRlbGV0ZVJlc3BvbnNlEhAKCHJldmlzaW9uGAEgASgEIpIBCgZNZW1iZXISCgoCaWQYASABKAkSFAoMcmFmdF9hZGRyZXNzGAIgASgJEhMKC2FwaV9hZGRyZXNzGAMgASgJEhAKCHN1ZmZyYWdlGAQgASgJEg4KBmxlYWRlchgFIAEoCBIvCgxsYXN0X2NvbnRhY3QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iDwoNU3RhdHVzUmVxdWVzdCLqAwoOU3RhdHVzUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCRIRCglsZWFkZXJfaWQYAyABKAkSFgoObGVhZGVyX2FkZHJlc3MYBCABKAkSDAoEdGVybRgFIAEoBBIVCg1hcHBsaWVkX2luZGV4GAYgASgEEhQKDGNvbW1pdF9pbmRleBgHIAEoBBISCgpsYXN0X2luZGV4GAggASgEEiIKB21lbWJlcnMYCSADKAsyES50ZW51cmUudjEuTWVtYmVyEi8KDGNsdXN0ZXJfdGltZRgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCgdtaW5fdHRsGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBmxlYXNlcxgMIAEoBBISCgpsYXN0X3Rva2VuGA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSFQoNbGVhc2VzX3N0b3JlZBgPIAEoBBIWCg5jYXRjaF91cF9pbmRleBgQIAEoBBITCgtjYXRjaGluZ191cBgRIAEoCBIbChNsZWFkZXJfY29tbWl0X2luZGV4GBIgASgEEg4KBmJlaGluZBgTIAEoCBIUCgxtZW1iZXJzX2Zyb20YFCABKAkicgoLSm9pblJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIUCgxyYWZ0X2FkZHJlc3MYAiABKAkSEwoLYXBpX2FkZHJlc3MYAyABKAkSEgoKY2x1c3Rlcl9pZBgEIAEoCRITCgtjYXRjaGluZ191cBgFIAEoCCJeCgxKb2luUmVzcG9uc2USIgoHbWVtYmVycxgBIAMoCzIRLnRlbnVyZS52MS5NZW1iZXISEgoKY2x1c3Rlcl9pZBgCIAEoCRIWCg5jYXRjaF91cF9pbmRleBgDIAEoBCIfCgxMZWF2ZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSIPCg1MZWF2ZVJlc3BvbnNlIiwKGVRyYW5zZmVyTGVhZGVyc2hpcFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSIvChpUcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZRIRCglsZWFkZXJfaWQYASABKAkiEQoPU25hcHNob3RSZXF1ZXN0IiEKEFNuYXBzaG90UmVzcG9uc2USDQoFY2h1bmsYASABKAwyjAQKDExlYXNlU2VydmljZRJCCgdBY3F1aXJlEhkudGVudXJlLnYxLkFjcXVpcmVSZXF1ZXN0GhoudGVudXJlLnYxLkFjcXVpcmVSZXNwb25zZSIAEjwKBVJlbmV3EhcudGVudXJlLnYxLlJlbmV3UmVxdWVzdBoYLnRlbnVyZS52MS5SZW5ld1Jlc3BvbnNlIgASQgoHUmVsZWFzZRIZLnRlbnVyZS52MS5SZWxlYXNlUmVxdWVzdBoaLnRlbnVyZS52MS5SZWxlYXNlUmVzcG9uc2UiABI5CgNHZXQSFS50ZW51cmUudjEuR2V0UmVxdWVzdBoWLnRlbnVyZS52MS5HZXRSZXNwb25zZSIDkAIBEjwKBExpc3QSFi50ZW51cmUudjEuTGlzdFJlcXVlc3QaFy50ZW51cmUudjEuTGlzdFJlc3BvbnNlIgOQAgESPgoFV2F0Y2gSFy50ZW51cmUudjEuV2F0Y2hSZXF1ZXN0GhgudGVudXJlLnYxLldhdGNoUmVzcG9uc2UiADABEj8KBlJldm9rZRIYLnRlbnVyZS52MS5SZXZva2VSZXF1ZXN0GhkudGVudXJlLnYxLlJldm9rZVJlc3BvbnNlIgASPAoFQmF0Y2gSFy50ZW51cmUudjEuQmF0Y2hSZXF1ZXN0GhgudGVudXJlLnYxLkJhdGNoUmVzcG9uc2UiADKNAgoJS1ZTZXJ2aWNlEjoKA1B1dBIXLnRlbnVyZS52MS5LVlB1dFJlcXVlc3QaGC50ZW51cmUudjEuS1ZQdXRSZXNwb25zZSIAEj0KA0dldBIXLnRlbnVyZS52MS5LVkdldFJlcXVlc3QaGC50ZW51cmUudjEuS1ZHZXRSZXNwb25zZSIDkAIBEkMKBkRlbGV0ZRIaLnRlbnVyZS52MS5LVkRlbGV0ZVJlcXVlc3QaGy50ZW51cmUudjEuS1ZEZWxldGVSZXNwb25zZSIAEkAKBExpc3QSGC50ZW51cmUudjEuS1ZMaXN0UmVxdWVzdBoZLnRlbnVyZS52MS5LVkxpc3RSZXNwb25zZSIDkAIBMvsCCg5DbHVzdGVyU2VydmljZRJCCgZTdGF0dXMSGC50ZW51cmUudjEuU3RhdHVzUmVxdWVzdBoZLnRlbnVyZS52MS5TdGF0dXNSZXNwb25zZSIDkAIBEjkKBEpvaW4SFi50ZW51cmUudjEuSm9pblJlcXVlc3QaFy50ZW51cmUudjEuSm9pblJlc3BvbnNlIgASPAoFTGVhdmUSFy50ZW51cmUudjEuTGVhdmVSZXF1ZXN0GhgudGVudXJlLnYxLkxlYXZlUmVzcG9uc2UiABJjChJUcmFuc2ZlckxlYWRlcnNoaXASJC50ZW51cmUudjEuVHJhbnNmZXJMZWFkZXJzaGlwUmVxdWVzdBolLnRlbnVyZS52MS5UcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZSIAEkcKCFNuYXBzaG90EhoudGVudXJlLnYxLlNuYXBzaG90UmVxdWVzdBobLnRlbnVyZS52MS5TbmFwc2hvdFJlc3BvbnNlIgAwAUI0WjJnaXRodWIuY29tL3RlbnVyZS1pby90ZW51cmUvZ2VuL3RlbnVyZS92MTt0ZW51cmV2MWIGcHJvdG8z", [file_google_protobuf_duration]);
 
 /**
  * Lease is one grant of a named lease.
@@ -68,6 +68,13 @@ export type Lease = Message<"tenure.v1.Lease"> & {
    * @generated from field: uint32 limit = 6;
    */
   limit: number;
+
+  /**
+   * The grant's lock-delay, if it has one (see AcquireRequest.lock_delay).
+   *
+   * @generated from field: google.protobuf.Duration lock_delay = 7;
+   */
+  lockDelay?: Duration;
 };
 
 /**
@@ -124,6 +131,30 @@ export type ErrorDetail = Message<"tenure.v1.ErrorDetail"> & {
    * @generated from field: uint32 limit = 6;
    */
   limit: number;
+
+  /**
+   * For LEASE_HELD: the name is in a lock-delay. holder and token are the
+   * grant that expired or was revoked, remaining is the time until the
+   * delay ends, and ended how long ago the grant ended (its expiry or its
+   * revocation), both in cluster time: ended + remaining is its
+   * lock-delay.
+   *
+   * @generated from field: bool lock_delay = 7;
+   */
+  lockDelay: boolean;
+
+  /**
+   * For STALE_TOKEN: the grant was revoked by an operator, for this
+   * reason (never empty then); name and token name the grant.
+   *
+   * @generated from field: string revoke_reason = 8;
+   */
+  revokeReason: string;
+
+  /**
+   * @generated from field: google.protobuf.Duration ended = 9;
+   */
+  ended?: Duration;
 };
 
 /**
@@ -223,6 +254,17 @@ export type AcquireRequest = Message<"tenure.v1.AcquireRequest"> & {
    * @generated from field: tenure.v1.RequestID request_id = 7;
    */
   requestId?: RequestID;
+
+  /**
+   * A lock-delay for the grant, at most 1 minute (the server's bound;
+   * more is invalid_argument): when the grant expires or is revoked (not
+   * when it is released), the name is granted to nobody until this much
+   * cluster time has passed since the expiry (or the revocation); waiters
+   * stay queued. A mitigation for storage that cannot check tokens.
+   *
+   * @generated from field: google.protobuf.Duration lock_delay = 8;
+   */
+  lockDelay?: Duration;
 };
 
 /**
@@ -342,6 +384,14 @@ export type RenewResult = Message<"tenure.v1.RenewResult"> & {
    * @generated from field: string message = 5;
    */
   message: string;
+
+  /**
+   * With STALE_TOKEN: the grant was revoked by an operator, for this
+   * reason.
+   *
+   * @generated from field: string revoke_reason = 6;
+   */
+  revokeReason: string;
 };
 
 /**
@@ -415,6 +465,66 @@ export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
   messageDesc(file_tenure_v1_tenure, 10);
 
 /**
+ * @generated from message tenure.v1.RevokeRequest
+ */
+export type RevokeRequest = Message<"tenure.v1.RevokeRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The grant to revoke; 0 revokes every live grant of the name (every
+   * slot of a semaphore).
+   *
+   * @generated from field: uint64 token = 2;
+   */
+  token: bigint;
+
+  /**
+   * Why, in the operator's words: 1-256 bytes of printable UTF-8. The
+   * holder gets it with the refusal of its next renewal.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * Identifies this call of a client session, so a retry of it gets the
+   * first attempt's outcome and never a second effect.
+   *
+   * @generated from field: tenure.v1.RequestID request_id = 4;
+   */
+  requestId?: RequestID;
+};
+
+/**
+ * Describes the message tenure.v1.RevokeRequest.
+ * Use `create(RevokeRequestSchema)` to create a new message.
+ */
+export const RevokeRequestSchema: GenMessage<RevokeRequest> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 11);
+
+/**
+ * @generated from message tenure.v1.RevokeResponse
+ */
+export type RevokeResponse = Message<"tenure.v1.RevokeResponse"> & {
+  /**
+   * The grants that were ended, in the order granted.
+   *
+   * @generated from field: repeated tenure.v1.Lease revoked = 1;
+   */
+  revoked: Lease[];
+};
+
+/**
+ * Describes the message tenure.v1.RevokeResponse.
+ * Use `create(RevokeResponseSchema)` to create a new message.
+ */
+export const RevokeResponseSchema: GenMessage<RevokeResponse> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 12);
+
+/**
  * @generated from message tenure.v1.GetRequest
  */
 export type GetRequest = Message<"tenure.v1.GetRequest"> & {
@@ -429,7 +539,7 @@ export type GetRequest = Message<"tenure.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 11);
+  messageDesc(file_tenure_v1_tenure, 13);
 
 /**
  * @generated from message tenure.v1.GetResponse
@@ -456,7 +566,7 @@ export type GetResponse = Message<"tenure.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 12);
+  messageDesc(file_tenure_v1_tenure, 14);
 
 /**
  * @generated from message tenure.v1.ListRequest
@@ -473,7 +583,7 @@ export type ListRequest = Message<"tenure.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 13);
+  messageDesc(file_tenure_v1_tenure, 15);
 
 /**
  * @generated from message tenure.v1.ListResponse
@@ -490,7 +600,7 @@ export type ListResponse = Message<"tenure.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 14);
+  messageDesc(file_tenure_v1_tenure, 16);
 
 /**
  * @generated from message tenure.v1.WatchRequest
@@ -507,7 +617,7 @@ export type WatchRequest = Message<"tenure.v1.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 15);
+  messageDesc(file_tenure_v1_tenure, 17);
 
 /**
  * @generated from message tenure.v1.WatchEvent
@@ -529,6 +639,13 @@ export type WatchEvent = Message<"tenure.v1.WatchEvent"> & {
    * @generated from field: uint64 index = 3;
    */
   index: bigint;
+
+  /**
+   * For TYPE_REVOKED: the operator's reason.
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
 };
 
 /**
@@ -536,7 +653,7 @@ export type WatchEvent = Message<"tenure.v1.WatchEvent"> & {
  * Use `create(WatchEventSchema)` to create a new message.
  */
 export const WatchEventSchema: GenMessage<WatchEvent> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 16);
+  messageDesc(file_tenure_v1_tenure, 18);
 
 /**
  * @generated from enum tenure.v1.WatchEvent.Type
@@ -576,13 +693,20 @@ export enum WatchEvent_Type {
    * @generated from enum value: TYPE_EXPIRED = 5;
    */
   EXPIRED = 5,
+
+  /**
+   * An operator revoked the grant (Revoke); reason says why.
+   *
+   * @generated from enum value: TYPE_REVOKED = 6;
+   */
+  REVOKED = 6,
 }
 
 /**
  * Describes the enum tenure.v1.WatchEvent.Type.
  */
 export const WatchEvent_TypeSchema: GenEnum<WatchEvent_Type> = /*@__PURE__*/
-  enumDesc(file_tenure_v1_tenure, 16, 0);
+  enumDesc(file_tenure_v1_tenure, 18, 0);
 
 /**
  * @generated from message tenure.v1.WatchResponse
@@ -599,7 +723,7 @@ export type WatchResponse = Message<"tenure.v1.WatchResponse"> & {
  * Use `create(WatchResponseSchema)` to create a new message.
  */
 export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 17);
+  messageDesc(file_tenure_v1_tenure, 19);
 
 /**
  * @generated from message tenure.v1.BatchRequest
@@ -616,7 +740,7 @@ export type BatchRequest = Message<"tenure.v1.BatchRequest"> & {
  * Use `create(BatchRequestSchema)` to create a new message.
  */
 export const BatchRequestSchema: GenMessage<BatchRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 18);
+  messageDesc(file_tenure_v1_tenure, 20);
 
 /**
  * BatchOp is one request of a batch. An acquire may not wait: waiting
@@ -666,7 +790,7 @@ export type BatchOp = Message<"tenure.v1.BatchOp"> & {
  * Use `create(BatchOpSchema)` to create a new message.
  */
 export const BatchOpSchema: GenMessage<BatchOp> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 19);
+  messageDesc(file_tenure_v1_tenure, 21);
 
 /**
  * BatchError is the error of one op: what the op's own call would have
@@ -699,7 +823,7 @@ export type BatchError = Message<"tenure.v1.BatchError"> & {
  * Use `create(BatchErrorSchema)` to create a new message.
  */
 export const BatchErrorSchema: GenMessage<BatchError> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 20);
+  messageDesc(file_tenure_v1_tenure, 22);
 
 /**
  * @generated from message tenure.v1.BatchResult
@@ -752,7 +876,7 @@ export type BatchResult = Message<"tenure.v1.BatchResult"> & {
  * Use `create(BatchResultSchema)` to create a new message.
  */
 export const BatchResultSchema: GenMessage<BatchResult> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 21);
+  messageDesc(file_tenure_v1_tenure, 23);
 
 /**
  * @generated from message tenure.v1.BatchResponse
@@ -771,7 +895,7 @@ export type BatchResponse = Message<"tenure.v1.BatchResponse"> & {
  * Use `create(BatchResponseSchema)` to create a new message.
  */
 export const BatchResponseSchema: GenMessage<BatchResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 22);
+  messageDesc(file_tenure_v1_tenure, 24);
 
 /**
  * @generated from message tenure.v1.KVPutRequest
@@ -814,7 +938,7 @@ export type KVPutRequest = Message<"tenure.v1.KVPutRequest"> & {
  * Use `create(KVPutRequestSchema)` to create a new message.
  */
 export const KVPutRequestSchema: GenMessage<KVPutRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 23);
+  messageDesc(file_tenure_v1_tenure, 25);
 
 /**
  * @generated from message tenure.v1.KVPutResponse
@@ -831,7 +955,7 @@ export type KVPutResponse = Message<"tenure.v1.KVPutResponse"> & {
  * Use `create(KVPutResponseSchema)` to create a new message.
  */
 export const KVPutResponseSchema: GenMessage<KVPutResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 24);
+  messageDesc(file_tenure_v1_tenure, 26);
 
 /**
  * @generated from message tenure.v1.KVGetRequest
@@ -848,7 +972,7 @@ export type KVGetRequest = Message<"tenure.v1.KVGetRequest"> & {
  * Use `create(KVGetRequestSchema)` to create a new message.
  */
 export const KVGetRequestSchema: GenMessage<KVGetRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 25);
+  messageDesc(file_tenure_v1_tenure, 27);
 
 /**
  * @generated from message tenure.v1.KVGetResponse
@@ -891,7 +1015,7 @@ export type KVGetResponse = Message<"tenure.v1.KVGetResponse"> & {
  * Use `create(KVGetResponseSchema)` to create a new message.
  */
 export const KVGetResponseSchema: GenMessage<KVGetResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 26);
+  messageDesc(file_tenure_v1_tenure, 28);
 
 /**
  * KVEntry is one value of the store, as KVGetResponse has it.
@@ -930,7 +1054,7 @@ export type KVEntry = Message<"tenure.v1.KVEntry"> & {
  * Use `create(KVEntrySchema)` to create a new message.
  */
 export const KVEntrySchema: GenMessage<KVEntry> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 27);
+  messageDesc(file_tenure_v1_tenure, 29);
 
 /**
  * @generated from message tenure.v1.KVListRequest
@@ -956,7 +1080,7 @@ export type KVListRequest = Message<"tenure.v1.KVListRequest"> & {
  * Use `create(KVListRequestSchema)` to create a new message.
  */
 export const KVListRequestSchema: GenMessage<KVListRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 28);
+  messageDesc(file_tenure_v1_tenure, 30);
 
 /**
  * @generated from message tenure.v1.KVListResponse
@@ -975,7 +1099,7 @@ export type KVListResponse = Message<"tenure.v1.KVListResponse"> & {
  * Use `create(KVListResponseSchema)` to create a new message.
  */
 export const KVListResponseSchema: GenMessage<KVListResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 29);
+  messageDesc(file_tenure_v1_tenure, 31);
 
 /**
  * @generated from message tenure.v1.KVDeleteRequest
@@ -1011,7 +1135,7 @@ export type KVDeleteRequest = Message<"tenure.v1.KVDeleteRequest"> & {
  * Use `create(KVDeleteRequestSchema)` to create a new message.
  */
 export const KVDeleteRequestSchema: GenMessage<KVDeleteRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 30);
+  messageDesc(file_tenure_v1_tenure, 32);
 
 /**
  * @generated from message tenure.v1.KVDeleteResponse
@@ -1028,7 +1152,7 @@ export type KVDeleteResponse = Message<"tenure.v1.KVDeleteResponse"> & {
  * Use `create(KVDeleteResponseSchema)` to create a new message.
  */
 export const KVDeleteResponseSchema: GenMessage<KVDeleteResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 31);
+  messageDesc(file_tenure_v1_tenure, 33);
 
 /**
  * @generated from message tenure.v1.Member
@@ -1077,7 +1201,7 @@ export type Member = Message<"tenure.v1.Member"> & {
  * Use `create(MemberSchema)` to create a new message.
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 32);
+  messageDesc(file_tenure_v1_tenure, 34);
 
 /**
  * @generated from message tenure.v1.StatusRequest
@@ -1090,7 +1214,7 @@ export type StatusRequest = Message<"tenure.v1.StatusRequest"> & {
  * Use `create(StatusRequestSchema)` to create a new message.
  */
 export const StatusRequestSchema: GenMessage<StatusRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 33);
+  messageDesc(file_tenure_v1_tenure, 35);
 
 /**
  * @generated from message tenure.v1.StatusResponse
@@ -1230,7 +1354,7 @@ export type StatusResponse = Message<"tenure.v1.StatusResponse"> & {
  * Use `create(StatusResponseSchema)` to create a new message.
  */
 export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 34);
+  messageDesc(file_tenure_v1_tenure, 36);
 
 /**
  * @generated from message tenure.v1.JoinRequest
@@ -1276,7 +1400,7 @@ export type JoinRequest = Message<"tenure.v1.JoinRequest"> & {
  * Use `create(JoinRequestSchema)` to create a new message.
  */
 export const JoinRequestSchema: GenMessage<JoinRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 35);
+  messageDesc(file_tenure_v1_tenure, 37);
 
 /**
  * @generated from message tenure.v1.JoinResponse
@@ -1311,7 +1435,7 @@ export type JoinResponse = Message<"tenure.v1.JoinResponse"> & {
  * Use `create(JoinResponseSchema)` to create a new message.
  */
 export const JoinResponseSchema: GenMessage<JoinResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 36);
+  messageDesc(file_tenure_v1_tenure, 38);
 
 /**
  * @generated from message tenure.v1.LeaveRequest
@@ -1328,7 +1452,7 @@ export type LeaveRequest = Message<"tenure.v1.LeaveRequest"> & {
  * Use `create(LeaveRequestSchema)` to create a new message.
  */
 export const LeaveRequestSchema: GenMessage<LeaveRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 37);
+  messageDesc(file_tenure_v1_tenure, 39);
 
 /**
  * @generated from message tenure.v1.LeaveResponse
@@ -1341,7 +1465,7 @@ export type LeaveResponse = Message<"tenure.v1.LeaveResponse"> & {
  * Use `create(LeaveResponseSchema)` to create a new message.
  */
 export const LeaveResponseSchema: GenMessage<LeaveResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 38);
+  messageDesc(file_tenure_v1_tenure, 40);
 
 /**
  * @generated from message tenure.v1.TransferLeadershipRequest
@@ -1360,7 +1484,7 @@ export type TransferLeadershipRequest = Message<"tenure.v1.TransferLeadershipReq
  * Use `create(TransferLeadershipRequestSchema)` to create a new message.
  */
 export const TransferLeadershipRequestSchema: GenMessage<TransferLeadershipRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 39);
+  messageDesc(file_tenure_v1_tenure, 41);
 
 /**
  * @generated from message tenure.v1.TransferLeadershipResponse
@@ -1377,7 +1501,7 @@ export type TransferLeadershipResponse = Message<"tenure.v1.TransferLeadershipRe
  * Use `create(TransferLeadershipResponseSchema)` to create a new message.
  */
 export const TransferLeadershipResponseSchema: GenMessage<TransferLeadershipResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 40);
+  messageDesc(file_tenure_v1_tenure, 42);
 
 /**
  * @generated from message tenure.v1.SnapshotRequest
@@ -1390,7 +1514,7 @@ export type SnapshotRequest = Message<"tenure.v1.SnapshotRequest"> & {
  * Use `create(SnapshotRequestSchema)` to create a new message.
  */
 export const SnapshotRequestSchema: GenMessage<SnapshotRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 41);
+  messageDesc(file_tenure_v1_tenure, 43);
 
 /**
  * One piece of a backup of the cluster's state. The chunks of the stream,
@@ -1413,7 +1537,7 @@ export type SnapshotResponse = Message<"tenure.v1.SnapshotResponse"> & {
  * Use `create(SnapshotResponseSchema)` to create a new message.
  */
 export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 42);
+  messageDesc(file_tenure_v1_tenure, 44);
 
 /**
  * @generated from service tenure.v1.LeaseService
@@ -1466,6 +1590,19 @@ export const LeaseService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchRequestSchema;
     output: typeof WatchResponseSchema;
+  },
+  /**
+   * Revoke ends a grant now (or every grant of a name), as an operator:
+   * needs the admin role. The holder learns it at its next renewal
+   * (STALE_TOKEN with the reason); the next grant's token is larger, as
+   * always. A name with no such live grant is not_found.
+   *
+   * @generated from rpc tenure.v1.LeaseService.Revoke
+   */
+  revoke: {
+    methodKind: "unary";
+    input: typeof RevokeRequestSchema;
+    output: typeof RevokeResponseSchema;
   },
   /**
    * Batch carries several independent requests in one call: the Go client
