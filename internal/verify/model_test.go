@@ -369,15 +369,7 @@ func TestRetriedAcquires(t *testing.T) {
 // held by w3 with token 16. It is not linearizable if every acquire takes
 // effect at most once, and is once the retried attempt is modelled (B1c).
 func TestSeed1Lock2(t *testing.T) {
-	f, err := os.Open("testdata/seed1-lock-2.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h, err := ReadJSONL(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := readHistory(t, "testdata/seed1-lock-2.jsonl")
 	m := Model{MinExpiry: DefaultConfig().MinExpiry()}
 	if porcupine.CheckOperations(m.Porcupine(), Operations(h)) {
 		t.Fatal("the strict check passed the history that failed")
@@ -493,15 +485,7 @@ func TestHeldAfterRetryIsBounded(t *testing.T) {
 // once. Both the model and lock-delay-respected must reject it, and
 // accept it had w7 asked for no lock-delay.
 func TestSeed207778813Lock1(t *testing.T) {
-	f, err := os.Open("testdata/seed207778813-lock-1.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h, err := ReadJSONL(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := readHistory(t, "testdata/seed207778813-lock-1.jsonl")
 	cfg := DefaultConfig()
 	m := Model{MinExpiry: cfg.MinExpiry(), DelayScale: cfg.DelayScale()}
 	if r := CheckLinearizable(m, h, cfg.EffectWindow, time.Minute)[0]; r.Result != porcupine.Illegal {
@@ -533,4 +517,19 @@ func TestSeed207778813Lock1(t *testing.T) {
 	if vs := CheckInvariants(fixed, nil, m); len(vs) != 0 {
 		t.Errorf("without the lock-delay: %v", vs)
 	}
+}
+
+// readHistory reads a recorded history for a replay test.
+func readHistory(t *testing.T, path string) History {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, err := ReadJSONL(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return h
 }

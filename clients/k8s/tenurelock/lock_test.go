@@ -270,18 +270,7 @@ func TestPausedLeaderIsFencedOff(t *testing.T) {
 	// started campaigning, and B has not started.
 	// (The renewals are counted after B's first Get: B's elector polls
 	// every RetryPeriod, as A renews.)
-	<-a.wrapped.renewed // one that may have been before B started
-	timeout := time.After(20 * time.Second)
-	for n := 0; n < 5; {
-		select {
-		case <-a.wrapped.renewed:
-			n++
-		case tok := <-b.started:
-			t.Fatalf("B leads (token %d) while A renews", tok)
-		case <-timeout:
-			t.Fatalf("waited 20s for A's renewals; %d seen", n)
-		}
-	}
+	leadsWhileOtherWaits(t, a, b, 5)
 	select {
 	case tok := <-b.started:
 		t.Fatalf("B leads (token %d) while A renews", tok)
@@ -388,5 +377,24 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if got := fmt.Sprint(l.Identity(), " ", l.Describe()); got != "a tenure lease x" {
 		t.Fatalf("Identity, Describe: %q", got)
+	}
+}
+
+// leadsWhileOtherWaits waits until a has renewed n times after b started
+// campaigning (one renewal that may have come before b started is not
+// counted) and fails if b leads meanwhile.
+func leadsWhileOtherWaits(t *testing.T, a, b *candidate, n int) {
+	t.Helper()
+	<-a.wrapped.renewed
+	timeout := time.After(20 * time.Second)
+	for seen := 0; seen < n; {
+		select {
+		case <-a.wrapped.renewed:
+			seen++
+		case tok := <-b.started:
+			t.Fatalf("B leads (token %d) while A renews", tok)
+		case <-timeout:
+			t.Fatalf("waited 20s for A's renewals; %d seen", seen)
+		}
 	}
 }

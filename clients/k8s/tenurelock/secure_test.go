@@ -127,18 +127,7 @@ func TestSecuredElection(t *testing.T) {
 	}
 
 	b.run(t, true)
-	<-a.wrapped.renewed // one that may have been before B started
-	timeout := time.After(20 * time.Second)
-	for n := 0; n < 3; {
-		select {
-		case <-a.wrapped.renewed:
-			n++
-		case tok := <-b.started:
-			t.Fatalf("B leads (token %d) while A renews", tok)
-		case <-timeout:
-			t.Fatalf("waited 20s for A's renewals; %d seen", n)
-		}
-	}
+	leadsWhileOtherWaits(t, a, b, 3)
 
 	// A steps down: with ReleaseOnCancel, client-go's release (an Update
 	// without a holder) releases the grant, and B takes over.
