@@ -137,11 +137,20 @@ func (s *clusterCheckedConn) Receive(msg any) error {
 	if s.checked {
 		return err
 	}
-	s.checked = true
-	h := s.ResponseHeader()
-	if ce, ok := errors.AsType[*connect.Error](err); ok && len(h[clusterIDKey]) == 0 {
+	// The response header is read only after a message arrived: after
+	// an error, connect may still be filling it in on the goroutine that
+	// sent the request (a data race, seen under load). An error from the
+	// server carries the header in its metadata; any other error means
+	// no answer came, and there is nothing to check.
+	var h http.Header
+	if err == nil {
+		h = s.ResponseHeader()
+	} else if ce, ok := errors.AsType[*connect.Error](err); ok {
 		h = ce.Meta()
+	} else {
+		return err
 	}
+	s.checked = true
 	if cerr := s.check.c.checkCluster(s.check.addr, h); cerr != nil {
 		s.refused = cerr
 		return cerr

@@ -149,8 +149,19 @@ func TestRunUsage(t *testing.T) {
 
 func TestRunWaitsForAHeldLease(t *testing.T) {
 	c := startCluster(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	// Interrupt the run once it waits in the server's queue (a fixed
+	// 300ms was too short on a loaded machine: it was interrupted while
+	// still making its first try).
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	go func() {
+		defer cancel()
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if req := c.lastAcquire(); req != nil && req.GetWait() {
+				return
+			}
+		}
+	}()
 	res := runCLI(ctx, map[string]string{"TENURE_ENDPOINTS": c.addr}, "run", "jobs/held", "--", "echo", "never")
 	want := "tenure: jobs/held: held by b (token 3, 4.2s remaining); waiting for it\ntenure: interrupted while waiting for jobs/held\n"
 	if res.code != exitFailure || res.stderr != want || res.stdout != "" {
