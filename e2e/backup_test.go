@@ -284,7 +284,7 @@ func TestForceNewCluster(t *testing.T) {
 	// The survivor was started with --join; it starts a new cluster now,
 	// which joins nothing.
 	survivor.node.Join = ""
-	survivor.node.Extra = []string{"--election-timeout", "300ms", "--force-new-cluster"}
+	survivor.node.Extra = []string{"--election-timeout", calmElection, "--force-new-cluster"}
 	survivor.start()
 	survivor.waitReady(20 * time.Second)
 	if !strings.Contains(survivor.log.String(), "FORCED a NEW one-member cluster") {
@@ -309,10 +309,10 @@ func TestForceNewCluster(t *testing.T) {
 	if code := survivor.stop(); code != 0 {
 		t.Fatalf("survivor exited %d on SIGTERM", code)
 	}
-	survivor.node.Extra = []string{"--election-timeout", "300ms"}
+	survivor.node.Extra = []string{"--election-timeout", calmElection}
 	survivor.start()
 	survivor.waitReady(20 * time.Second)
-	n4 := newServer(t, "n4", survivor.api, "--election-timeout", "300ms")
+	n4 := newServer(t, "n4", survivor.api, "--election-timeout", calmElection)
 	n4.start()
 	waitVoters(t, survivor.api, 2)
 	waitVoters(t, n4.api, 2)

@@ -15,7 +15,7 @@ func TestCleanLogsOnJoinAndShutdown(t *testing.T) {
 			// Calm raft timing: a loaded machine must not turn the
 			// normal join and shutdown into an election (which is
 			// rightly logged at WARN).
-			ns := startThree(t, "--log-format", "json", "--raft-log-level", "info", "--election-timeout", "1s")
+			ns := startThree(t, "--log-format", "json", "--raft-log-level", "info")
 			all := ns[0].api + "," + ns[1].api + "," + ns[2].api
 			acquireJSON(t, all, "jobs/x", "--holder", "a", "--ttl", "5s")
 			st := waitVoters(t, all, 3)

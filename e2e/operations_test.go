@@ -63,7 +63,7 @@ func TestReplaceFailedMember(t *testing.T) {
 	mustCode(t, 0, cli(t, restAPI, "member", "remove", failed.name), "member remove of the failed member")
 	waitVoters(t, restAPI, 2)
 
-	n4 := newServer(t, "n4", rest[0].api, "--election-timeout", "300ms")
+	n4 := newServer(t, "n4", rest[0].api, "--election-timeout", calmElection)
 	n4.start()
 	for _, s := range append(rest, n4) {
 		waitVoters(t, s.api, 3)

@@ -129,7 +129,7 @@ func startSecure(t *testing.T) *secureCluster {
 		// Calm raft timing: these tests are about who may do what, and
 		// an election under load (TLS on every hop) would answer some
 		// of their calls "unavailable" instead.
-		Size: 3, ElectionTimeout: time.Second, MinTTL: 2 * time.Second,
+		Size: 3, ElectionTimeout: testcluster.CalmElectionTimeout, MinTTL: testcluster.CalmMinTTL,
 		APITLS: func(id string) *tls.Config {
 			if members[id] == nil {
 				members[id] = mustIssue(t, s.ca, tlsconfig.Template{CommonName: id, Hosts: []string{"127.0.0.1"}, Server: true, Client: true})

@@ -49,9 +49,10 @@ func dial(t *testing.T, addr string) peer {
 // a follower.
 func cluster(t *testing.T) (c *testcluster.Cluster, leader, follower peer) {
 	t.Helper()
-	// Generous raft timing: these tests are about the server, not about
+	// Calm raft timing: these tests are about the server, not about
 	// elections, and the race detector slows everything down.
-	c = testcluster.Start(t, testcluster.Config{Size: 3, ElectionTimeout: 300 * time.Millisecond, MinTTL: time.Second})
+	c = testcluster.Start(t, testcluster.Config{Size: 3,
+		ElectionTimeout: testcluster.CalmElectionTimeout, MinTTL: testcluster.CalmMinTTL})
 	l := c.Leader()
 	for _, m := range c.Members() {
 		if m != l {
@@ -251,7 +252,8 @@ func TestWatchOnFollowerSeesCommittedEvents(t *testing.T) {
 func TestForwardedWaitOutlivesForwardTimeout(t *testing.T) {
 	// Calm raft timing: a leader change during the wait would end it
 	// for another reason (leadership lost) than the one under test.
-	c := testcluster.Start(t, testcluster.Config{Size: 3, ElectionTimeout: time.Second, MinTTL: 2 * time.Second,
+	c := testcluster.Start(t, testcluster.Config{Size: 3,
+		ElectionTimeout: testcluster.CalmElectionTimeout, MinTTL: testcluster.CalmMinTTL,
 		ForwardTimeout: 300 * time.Millisecond})
 	l := c.Leader()
 	var follower peer

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/internal/testcluster"
 	"github.com/tenure-io/tenure/internal/wire"
 	"github.com/tenure-io/tenure/lease"
 )
@@ -90,10 +91,10 @@ func TestRequestIDAppliedOnce(t *testing.T) {
 func TestWaitingAcquireRetriedOnNewLeader(t *testing.T) {
 	_, leader, follower := cluster(t)
 	ctx := ctxT(t)
-	if _, err := leader.lease.Acquire(ctx, acquireReq("jobs/w", "a", time.Second)); err != nil {
+	if _, err := leader.lease.Acquire(ctx, acquireReq("jobs/w", "a", testcluster.CalmMinTTL)); err != nil {
 		t.Fatal(err)
 	}
-	req := acquireReq("jobs/w", "w", time.Second)
+	req := acquireReq("jobs/w", "w", testcluster.CalmMinTTL)
 	req.Msg.Wait = true
 	req.Msg.WaitTimeout = durationpb.New(10 * time.Second)
 	req.Msg.RequestId = &tenurev1.RequestID{Session: "waiter", Seq: 1, Floor: 1}

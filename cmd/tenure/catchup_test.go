@@ -73,7 +73,7 @@ func TestCatchingUpAfterARestart(t *testing.T) {
 	gate := newAppendGate(t)
 	// A long election timeout: no election on a loaded machine under the
 	// race detector moves the leader while the test asks it things.
-	c := testcluster.Start(t, testcluster.Config{Size: 3, DataDir: t.TempDir(), Node: gate.configure, ElectionTimeout: time.Second})
+	c := testcluster.Start(t, testcluster.Config{Size: 3, DataDir: t.TempDir(), Node: gate.configure, ElectionTimeout: testcluster.CalmElectionTimeout})
 	leader := c.Leader()
 	var f *testcluster.Member
 	for _, m := range c.Members() {

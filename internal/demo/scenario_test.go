@@ -21,13 +21,16 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// Short timing for tests: the cluster's minimum TTL, and a pause that
-// leaves B 1.5s after A's lease expired to take over and write. (With
-// 500ms, -race on a loaded 2-core machine once let the expiry come after
-// A woke up, and the scenario could not show a late write.)
+// Short timing for tests: a TTL of one second, which a renewing worker
+// keeps under the race detector on a loaded 2-core machine (the cluster's
+// minimum, 400ms, leaves a renewal too little slack there and a worker
+// steps down in a scenario that needs it to hold), and a pause that leaves
+// B 1.5s after A's lease expired to take over and write. (With 500ms, -race
+// on a loaded machine once let the expiry come after A woke up, and the
+// scenario could not show a late write.)
 const (
-	testTTL   = MinTTL
-	testPause = MinTTL + 1500*time.Millisecond
+	testTTL   = time.Second
+	testPause = testTTL + 1500*time.Millisecond
 )
 
 func testConfig(out io.Writer) Config {

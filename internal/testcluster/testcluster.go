@@ -24,6 +24,16 @@ type (
 	Member = localcluster.Member
 )
 
+// Calm raft timing, for tests of clusters that are not about elections:
+// an election timeout long enough that a loaded machine (the race
+// detector, other packages testing beside) does not elect by accident,
+// and the shortest TTL the node then accepts (twice the timeout).
+// Tests about failover keep localcluster's quick default.
+const (
+	CalmElectionTimeout = time.Second
+	CalmMinTTL          = 2 * CalmElectionTimeout
+)
+
 // Cluster is a localcluster.Cluster that belongs to a test. Where
 // localcluster's methods return an error, these fail the test.
 type Cluster struct {
