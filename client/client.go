@@ -66,7 +66,7 @@ func New(cfg Config) (*Client, error) {
 		c.transport = newTransport(cfg.DialTimeout, cfg.TLS)
 		hc = &http.Client{Transport: c.transport}
 	}
-	hc = withToken(hc, cfg.Token)
+	hc = wholeMessages(withToken(hc, cfg.Token))
 	// Compressing costs more CPU than it saves on a LAN for all but very
 	// large messages (batches of renewals included).
 	compress := connect.WithCompressMinBytes(1 << 20)
