@@ -367,7 +367,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 		httpSrv.TLSConfig = o.sec.apiTLS
 		go func() { serveErr <- httpSrv.ServeTLS(ln, "", "") }()
 	} else {
-		go func() { serveErr <- httpSrv.Serve(ln) }()
+		go func() { serveErr <- httpSrv.Serve(server.ReadAhead(ln)) }()
 	}
 	stopHUP := make(chan struct{})
 	defer close(stopHUP)

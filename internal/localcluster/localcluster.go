@@ -268,7 +268,7 @@ func (c *Cluster) start(m *Member, bootstrap bool) (err error) {
 				m.http.ServeTLS(ln, "", "")
 				return
 			}
-			m.http.Serve(ln)
+			m.http.Serve(server.ReadAhead(ln))
 		}()
 	}
 	c.mu.Lock()
