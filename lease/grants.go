@@ -14,6 +14,9 @@ import (
 type grantIndex struct {
 	one  map[string]*[1]*Lease
 	many map[string][]*Lease
+	// manyGrants counts the grants in many, so that the number of grants
+	// is known without a walk over every name.
+	manyGrants int
 }
 
 func newGrantIndex() grantIndex {
@@ -32,6 +35,7 @@ func (g *grantIndex) get(name string) []*Lease {
 
 // set makes ls the grants of name; no grants removes the name.
 func (g *grantIndex) set(name string, ls []*Lease) {
+	g.manyGrants -= len(g.many[name])
 	switch len(ls) {
 	case 0:
 		delete(g.one, name)
@@ -46,8 +50,12 @@ func (g *grantIndex) set(name string, ls []*Lease) {
 	default:
 		delete(g.one, name)
 		g.many[name] = ls
+		g.manyGrants += len(ls)
 	}
 }
+
+// grants returns how many grants there are, of every name.
+func (g *grantIndex) grants() int { return len(g.one) + g.manyGrants }
 
 // names returns how many names have grants.
 func (g *grantIndex) names() int { return len(g.one) + len(g.many) }

@@ -807,6 +807,15 @@ func TestProperties(t *testing.T) {
 				t.Fatalf("LastToken %d, last granted %d", s.LastToken(), hist.lastToken)
 			}
 			stored := s.Leases("")
+			live := 0
+			for _, l := range stored {
+				if l.ExpiresAt > s.Now() {
+					live++
+				}
+			}
+			if s.Len() != len(stored) || s.Live() != live {
+				t.Fatalf("Len %d, Live %d; %d grants stored, %d of them live", s.Len(), s.Live(), len(stored), live)
+			}
 			if len(stored) != hist.liveCount() {
 				t.Fatalf("%d stored grants, %d known from the events", len(stored), hist.liveCount())
 			}

@@ -161,22 +161,48 @@ func (s *State) Revision() uint64 { return s.revision }
 // Len returns the number of grants not yet freed (each slot of a
 // semaphore counts). Some may have expired by cluster time but not been
 // freed by an OpExpire yet.
-func (s *State) Len() int {
-	n := 0
-	for _, ls := range s.leases.all() {
-		n += len(ls)
-	}
-	return n
-}
+func (s *State) Len() int { return s.leases.grants() }
 
 // Live returns the number of grants live at the cluster time of the last
-// applied batch: stored and not expired.
-func (s *State) Live() int {
-	n := 0
-	for _, ls := range s.leases.all() {
-		for _, l := range ls {
-			if l.ExpiresAt > s.now {
+// applied batch: stored and not expired. It costs in proportion to the
+// grants that expired and are not freed yet (the expirer frees them
+// within moments), not to the number of grants: the status and the
+// metrics ask for it every second or so, with the state locked.
+func (s *State) Live() int { return s.Len() - s.expiredUnfreed() }
+
+// expiredUnfreed counts the stored grants that expired by the cluster
+// time of the last applied batch. The expiry heap holds, for each grant,
+// an entry no later than its expiry, so every such grant has an entry at
+// or before now; the walk visits only those (a heap entry's children
+// come no earlier than it) and counts each grant once.
+func (s *State) expiredUnfreed() int {
+	var (
+		n       int
+		counted map[uint64]bool
+		stack   []int
+	)
+	if len(s.expiries) > 0 {
+		stack = append(stack, 0)
+	}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		e := s.expiries[i]
+		if e.at > s.now {
+			continue
+		}
+		if e.token != 0 && !counted[e.token] {
+			if l := s.slot(e.name, e.token); l != nil && l.ExpiresAt <= s.now {
+				if counted == nil {
+					counted = make(map[uint64]bool)
+				}
+				counted[e.token] = true
 				n++
+			}
+		}
+		for _, c := range []int{2*i + 1, 2*i + 2} {
+			if c < len(s.expiries) {
+				stack = append(stack, c)
 			}
 		}
 	}
