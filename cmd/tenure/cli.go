@@ -39,7 +39,7 @@ Commands:
   kv delete KEY --lease NAME --token T
   run NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--kill-after D] [--verbose] -- CMD [ARGS...]
                                run CMD holding the lease
-  elect NAME [PROPOSAL] [--ttl 10s]   campaign; print the token when leading
+  elect NAME [PROPOSAL] [--ttl 10s] [--lock-delay D]   campaign; print the token when leading
   elect --listen NAME          print each new leader
   completion bash|zsh|fish     shell completion script
   demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--ui] [--postgres URL] [--verbose]

@@ -603,3 +603,47 @@ func TestStatusLabelsAFollowersFigures(t *testing.T) {
 		t.Errorf("leader status is labelled:\n%s", l)
 	}
 }
+
+// TestElectLockDelay: elect --lock-delay asks for the lock-delay with the
+// leadership's grant; a negative one, or one with --listen, is a usage
+// error that sends nothing.
+func TestElectLockDelay(t *testing.T) {
+	var acquires atomic.Int32
+	asked := make(chan time.Duration, 1)
+	c := startCluster(t, func(s *fakeserver.Server) {
+		s.Acquire = func(_ context.Context, req *tenurev1.AcquireRequest) (*tenurev1.AcquireResponse, error) {
+			acquires.Add(1)
+			select {
+			case asked <- req.GetLockDelay().AsDuration():
+			default:
+			}
+			return &tenurev1.AcquireResponse{Lease: protoLease(req.GetName(), req.GetHolder(), 3, req.GetTtl().AsDuration())}, nil
+		}
+	})
+	env := map[string]string{"TENURE_ENDPOINTS": c.addr}
+	for _, args := range [][]string{
+		{"elect", "svc/x", "p1", "--lock-delay", "-1s"},
+		{"elect", "--listen", "svc/x", "--lock-delay", "5s"},
+	} {
+		if res := runCLI(t.Context(), env, args...); res.code != exitUsage {
+			t.Errorf("tenure %v: code %d, stderr %q; want %d", args, res.code, res.stderr, exitUsage)
+		}
+	}
+	if n := acquires.Load(); n != 0 {
+		t.Fatalf("the usage errors sent %d acquires", n)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan result, 1)
+	go func() { done <- runCLI(ctx, env, "elect", "svc/x", "p1", "--ttl", "2s", "--lock-delay", "15s") }()
+	select {
+	case got := <-asked:
+		if got != 15*time.Second {
+			t.Errorf("elect --lock-delay 15s asked for a lock-delay of %s", got)
+		}
+	case res := <-done:
+		t.Fatalf("elect ended before campaigning: %+v", res)
+	}
+	cancel()
+	<-done
+}

@@ -35,7 +35,7 @@ var commandFlags = map[string][]string{
 	"leader":     nil,
 	"snapshot":   nil,
 	"run":        {"--holder", "--ttl", "--limit", "--lock-delay", "--kill-after", "--verbose"},
-	"elect":      {"--listen", "--ttl"},
+	"elect":      {"--listen", "--ttl", "--lock-delay"},
 	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--ui", "--verbose"},
 	"fence":      nil,
 	"certs":      nil,

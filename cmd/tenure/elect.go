@@ -22,18 +22,22 @@ if any, and then every new leader with its holder and token, until
 interrupted (exit 0).`
 
 func (a *app) elect(ctx context.Context, args []string) error {
-	c := a.newCommand("elect", "elect NAME [PROPOSAL] [--ttl 10s] | elect --listen NAME", electAbout)
+	c := a.newCommand("elect", "elect NAME [PROPOSAL] [--ttl 10s] [--lock-delay D] | elect --listen NAME", electAbout)
 	listen := c.fs.Bool("listen", false, "print each new leader of NAME instead of campaigning")
 	var ttl ttlFlag
 	ttl.d = 10 * time.Second
 	c.fs.Var(&ttl, "ttl", "lease time to live of the leadership, a `duration` up to 24h")
+	lockDelay := c.fs.Duration("lock-delay", 0, "if the leadership's grant expires or is revoked (not released), grant NAME to nobody for this `duration` more (at most 1m)")
 	c.optional = "PROPOSAL"
 	pos, err := a.parse(c, args, []string{"NAME"}, 2)
 	if err != nil {
 		return err
 	}
+	if *lockDelay < 0 {
+		return &usageError{msg: fmt.Sprintf("--lock-delay must not be negative, got %s", *lockDelay), usage: c.usage}
+	}
 	if *listen {
-		if len(pos) > 1 {
+		if len(pos) > 1 || flagSet(c.fs, "lock-delay") {
 			return &usageError{msg: "--listen takes NAME only", usage: c.usage}
 		}
 		return a.listen(ctx, pos[0])
@@ -47,7 +51,7 @@ func (a *app) elect(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	s, err := election.New(cl, election.Config{Holder: holder, TTL: ttl.d})
+	s, err := election.New(cl, election.Config{Holder: holder, TTL: ttl.d, LockDelay: *lockDelay})
 	if err != nil {
 		return &usageError{msg: err.Error(), usage: c.usage}
 	}
