@@ -81,7 +81,7 @@ func TestLeaderFailoverKeepsTheLease(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Config{Size: 3})
 	cl, _ := mustClient(t, c.Endpoints())
 	// A TTL far longer than a failover, even on a loaded machine where
-	// the 100ms raft timing can take a few rounds to settle: the test is
+	// the quick raft timing can take a few rounds to settle: the test is
 	// about the lease surviving a failover, not about how fast it is.
 	s, err := election.New(cl, election.Config{Holder: "a", TTL: 10 * time.Second})
 	if err != nil {

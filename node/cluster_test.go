@@ -126,7 +126,7 @@ func (c *cluster) waitConverged(what string) {
 type doFunc func(ctx context.Context, ops ...lease.Op) ([]lease.Result, error)
 
 // do proposes ops through the current leader. If leadership moves while
-// they are in flight (the 100ms raft timing makes that possible on a
+// they are in flight (the quick raft timing makes that possible on a
 // loaded machine), it retries them through the next leader. Callers only
 // pass ops that are safe to repeat: an acquire by the same holder renews
 // the same grant, a put of the same value with the same token is accepted

@@ -55,7 +55,10 @@ type Config struct {
 	// API address api-<member ID>, and Endpoints is empty.
 	NoAPI bool
 	// ElectionTimeout is every member's raft heartbeat and election
-	// timeout; the leader lease timeout is half of it. Default 100ms.
+	// timeout; the leader lease timeout is half of it. Default 250ms:
+	// failovers within a second, and a leader that keeps its lease (125ms
+	// to hear from a quorum) on a loaded machine under the race detector,
+	// where 100ms made leaders step down again and again.
 	ElectionTimeout time.Duration
 	// MinTTL is the shortest TTL the cluster accepts, at least twice the
 	// election timeout (node raises it). Default: that.
@@ -118,7 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.Size = 1
 	}
 	if cfg.ElectionTimeout <= 0 {
-		cfg.ElectionTimeout = 100 * time.Millisecond
+		cfg.ElectionTimeout = 250 * time.Millisecond
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.DiscardHandler
