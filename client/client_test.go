@@ -300,7 +300,9 @@ func TestNoRetryOnDomainErrors(t *testing.T) {
 }
 
 // TestIndeterminate: an attempt that times out after sending may have been
-// applied. Reads and Acquire are retried; fenced writes are not.
+// applied. Reads and the calls that carry a request ID (fenced writes and
+// releases too) are retried, every attempt with the call's ID; a
+// membership change is not retried and is indeterminate.
 func TestIndeterminate(t *testing.T) {
 	hang := func(ctx context.Context) error {
 		<-ctx.Done()
@@ -314,6 +316,9 @@ func TestIndeterminate(t *testing.T) {
 			return nil, hang(ctx)
 		},
 		Release: func(ctx context.Context, _ *tenurev1.ReleaseRequest) (*tenurev1.ReleaseResponse, error) {
+			return nil, hang(ctx)
+		},
+		TransferLeadership: func(ctx context.Context, _ *tenurev1.TransferLeadershipRequest) (*tenurev1.TransferLeadershipResponse, error) {
 			return nil, hang(ctx)
 		},
 		KVGet: func(ctx context.Context, _ *tenurev1.KVGetRequest) (*tenurev1.KVGetResponse, error) {
@@ -341,26 +346,35 @@ func TestIndeterminate(t *testing.T) {
 
 	writes := []struct {
 		method string
-		call   func() error
+		call   func(context.Context) error
 	}{
-		{"Put", func() error { _, err := c.Put(t.Context(), "k", []byte("v"), "jobs/x", 7); return err }},
-		{"Delete", func() error { _, err := c.Delete(t.Context(), "k", "jobs/x", 7); return err }},
-		{"Release", func() error { return c.Release(t.Context(), "jobs/x", 7) }},
+		{"Put", func(ctx context.Context) error { _, err := c.Put(ctx, "k", []byte("v"), "jobs/x", 7); return err }},
+		{"Delete", func(ctx context.Context) error { _, err := c.Delete(ctx, "k", "jobs/x", 7); return err }},
+		{"Release", func(ctx context.Context) error { return c.Release(ctx, "jobs/x", 7) }},
 	}
 	for _, w := range writes {
 		t.Run(w.method, func(t *testing.T) {
-			err := w.call()
-			if !errors.Is(err, client.ErrIndeterminate) {
-				t.Fatalf("error = %v, want ErrIndeterminate", err)
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			defer cancel()
+			err := w.call(ctx)
+			if !errors.Is(err, client.ErrUnavailable) {
+				t.Fatalf("error = %v, want ErrUnavailable after retries", err)
 			}
-			if n := attempts(w.method); n != 1 {
-				t.Errorf("the client sent %d attempts, want 1 (no retry)", n)
-			}
-			if n := fake.Calls(w.method); n > 1 {
-				t.Errorf("server got %d calls, want at most 1 (no retry)", n)
+			if n := attempts(w.method); n < 2 {
+				t.Errorf("the client sent %d attempts, want retries", n)
 			}
 		})
 	}
+
+	t.Run("TransferLeadership", func(t *testing.T) {
+		_, err := c.TransferLeadership(t.Context(), "n2")
+		if !errors.Is(err, client.ErrIndeterminate) {
+			t.Fatalf("error = %v, want ErrIndeterminate", err)
+		}
+		if n := fake.Calls("TransferLeadership"); n != 1 {
+			t.Errorf("server got %d calls, want 1 (no retry)", n)
+		}
+	})
 
 	t.Run("KVGet", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)

@@ -59,19 +59,17 @@
 // without effect. A Lease's Sent is the send time of the call's first
 // attempt.
 //
-// Reads, Acquire and Renew are retried even when an attempt may have
-// reached the server. Release, Put, Delete and
-// the membership calls are retried only when the request certainly was not
-// applied (the connection could not be opened, or the server answered
-// unavailable); otherwise they fail with ErrIndeterminate. A Put retried
-// after it had applied could be refused as stale, which would report a
-// write that happened as one that did not.
-//
-// The server also answers unavailable when it lost the leadership while a
-// proposal was in flight, which may have applied. A Put retried then
-// carries the same request ID, so it gets the first attempt's outcome
-// (against a server that predates request IDs it could write again or be
-// refused as stale although the first attempt wrote).
+// Reads and every call that changes a lease or the store (Acquire, Renew,
+// Release, Revoke, Put, Delete) are retried even when an attempt may have
+// reached the server: a connection that broke, an attempt that timed out,
+// a leader that lost its leadership while the request was in flight. The
+// request ID makes the retry safe: a Put that wrote gets its revision
+// back, not a second write and not "stale" because a newer grant wrote the
+// key since. (Against a server that predates request IDs a retried write
+// could write again or be refused as stale although the first attempt
+// wrote.) The membership calls are retried only when the request certainly
+// was not applied (the connection could not be opened, or the server
+// answered unavailable); otherwise they fail with ErrIndeterminate.
 //
 // # Sessions, elections and Run
 //

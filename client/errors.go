@@ -56,12 +56,13 @@ var (
 	// request (unreachable, no leader, no quorum). The error also unwraps
 	// to the last endpoint's error and to the context's error.
 	ErrUnavailable = errors.New("client: no endpoint could serve the request")
-	// ErrIndeterminate is matched when a Release, Put, Delete, Join, Leave
-	// or TransferLeadership was possibly delivered but its outcome is
-	// unknown (the connection broke or the attempt timed out after the
-	// request was sent). Such requests are not retried: a repeated Put
-	// could be refused as stale after the first one applied. Read the
-	// state (Get, KVGet) to find out.
+	// ErrIndeterminate is matched when a call was possibly delivered but
+	// its outcome is unknown: a Join, Leave or TransferLeadership whose
+	// connection broke or whose attempt timed out after the request was
+	// sent (those are not retried), or a call whose retry the cluster
+	// refused because it no longer remembers the first attempt's outcome
+	// (ErrNotApplied is then in the chain). Read the state (Get, KVGet,
+	// Status) to find out.
 	ErrIndeterminate = errors.New("client: the request may or may not have been applied")
 	// ErrOtherCluster is matched when answers came only from members of
 	// another cluster than the one the client is pinned to
@@ -89,13 +90,14 @@ type retryPolicy uint8
 
 const (
 	// retryAlways: repeating the request is harmless, so every attempt
-	// that did not get an answer is retried. Reads are, and so are Acquire
-	// and Renew (every attempt carries the call's request ID, and the
-	// cluster answers a retry with the first attempt's outcome).
+	// that did not get an answer is retried. Reads are, and so is every
+	// call that changes a lease or the store (every attempt carries the
+	// call's request ID, and the cluster answers a retry with the first
+	// attempt's outcome).
 	retryAlways retryPolicy = iota
 	// retryUnsent: the request is retried only when it certainly was not
 	// applied: the connection could not be opened, or the server answered
-	// unavailable (not the leader, no leader).
+	// unavailable (not the leader, no leader). Membership changes are.
 	retryUnsent
 )
 

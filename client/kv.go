@@ -23,15 +23,18 @@ type KV struct {
 // leaseName and no higher token has written key. Otherwise the error
 // matches ErrStaleToken. It returns the store revision of the write.
 //
-// A Put that may have been delivered is not retried: a retry of a write
-// that did apply could be refused as stale once a newer grant wrote the
-// key, which would misreport the outcome. Such a Put fails with an error
-// matching ErrIndeterminate; read the key to find out.
+// A Put whose answer was lost is retried, like Acquire: every attempt
+// carries the call's request ID, and the cluster answers a retry of a
+// write that took effect with that write's outcome (its revision), never
+// with a second write and never with "stale" because a newer grant wrote
+// the key since. A retry the cluster no longer remembers fails with an
+// error matching ErrIndeterminate (and ErrNotApplied); read the key to find
+// out.
 func (c *Client) Put(ctx context.Context, key string, value []byte, leaseName string, token uint64) (uint64, error) {
 	id := c.sess.begin()
 	defer c.sess.end(id)
 	req := &tenurev1.KVPutRequest{Key: key, Value: value, Lease: leaseName, Token: token, RequestId: id}
-	res, _, err := unaryOrBatched(ctx, c, retryUnsent, req,
+	res, _, err := unaryOrBatched(ctx, c, retryAlways, req,
 		kvService, tenurev1connect.KVServiceClient.Put,
 		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Put{Put: req}}, (*tenurev1.BatchResult).GetPut)
 	if err != nil {
@@ -80,12 +83,13 @@ type KVListOptions struct {
 }
 
 // Delete removes key, fenced like Put, and returns the store revision of
-// the deletion. Like Put it is not retried once possibly delivered.
+// the deletion. Like Put it is retried until it is answered, at most once
+// in effect.
 func (c *Client) Delete(ctx context.Context, key, leaseName string, token uint64) (uint64, error) {
 	id := c.sess.begin()
 	defer c.sess.end(id)
 	req := &tenurev1.KVDeleteRequest{Key: key, Lease: leaseName, Token: token, RequestId: id}
-	res, _, err := unaryOrBatched(ctx, c, retryUnsent, req,
+	res, _, err := unaryOrBatched(ctx, c, retryAlways, req,
 		kvService, tenurev1connect.KVServiceClient.Delete,
 		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Delete{Delete: req}}, (*tenurev1.BatchResult).GetDelete)
 	if err != nil {

@@ -282,13 +282,14 @@ func (c *Client) RenewOne(ctx context.Context, name string, token uint64) (Lease
 
 // Release ends the grant of name with token, so the lease is free (or goes
 // to the first waiter) at once. Releasing with a token that is no longer
-// the current grant fails with ErrStaleToken. A release that may have been
-// delivered is not retried (see ErrIndeterminate).
+// the current grant fails with ErrStaleToken. Like Acquire, it is retried
+// until it is answered: every attempt carries the call's request ID, and a
+// retry of a release that took effect gets that release's outcome.
 func (c *Client) Release(ctx context.Context, name string, token uint64) error {
 	id := c.sess.begin()
 	defer c.sess.end(id)
 	req := &tenurev1.ReleaseRequest{Name: name, Token: token, RequestId: id}
-	_, _, err := unaryOrBatched(ctx, c, retryUnsent, req,
+	_, _, err := unaryOrBatched(ctx, c, retryAlways, req,
 		leaseService, tenurev1connect.LeaseServiceClient.Release,
 		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Release{Release: req}}, (*tenurev1.BatchResult).GetRelease)
 	return notApplied(err)

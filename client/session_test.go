@@ -178,3 +178,60 @@ func TestRequestIDs(t *testing.T) {
 		}
 	}
 }
+
+func (s *stateServer) put(ctx context.Context, req *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error) {
+	s.mu.Lock()
+	id := req.GetRequestId()
+	s.ids = append(s.ids, id)
+	attempt := len(s.ids)
+	r := s.apply(lease.Op{Type: lease.OpPut, Name: req.GetLease(), Token: req.GetToken(), Key: req.GetKey(), Value: req.GetValue(),
+		Session: id.GetSession(), Seq: id.GetSeq(), Floor: id.GetFloor()})
+	lose := s.lost != nil && s.lost(attempt)
+	s.mu.Unlock()
+	if lose {
+		<-ctx.Done() // the answer never arrives
+		return nil, ctx.Err()
+	}
+	if r.Err != nil {
+		return nil, wire.ToConnectError(r.Err)
+	}
+	return &tenurev1.KVPutResponse{Revision: r.Revision}, nil
+}
+
+// TestRetriedPutGetsFirstOutcome: the first attempt of a Put writes and
+// its answer is lost; before the retry the grant expires and a newer
+// grant writes the key. The retry must report the first write (its
+// revision), not "stale", and must not write again.
+func TestRetriedPutGetsFirstOutcome(t *testing.T) {
+	s := &stateServer{st: lease.New()}
+	if r := s.apply(lease.Op{Type: lease.OpAcquire, Name: "jobs/x", Holder: "me", TTL: 5 * time.Second}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	var firstRev uint64
+	s.lost = func(attempt int) bool {
+		if attempt != 1 {
+			return false
+		}
+		firstRev = s.st.Revision()
+		s.now += 10 * time.Second
+		s.apply(lease.Op{Type: lease.OpExpire})
+		if r := s.apply(lease.Op{Type: lease.OpAcquire, Name: "jobs/x", Holder: "other", TTL: 5 * time.Second}); r.Err != nil {
+			t.Errorf("other holder: %v", r.Err)
+		}
+		if r := s.apply(lease.Op{Type: lease.OpPut, Name: "jobs/x", Token: 2, Key: "k", Value: []byte("other's")}); r.Err != nil {
+			t.Errorf("other's write: %v", r.Err)
+		}
+		return true
+	}
+	c := impatientClient(t, &fakeserver.Server{Put: s.put})
+	rev, err := c.Put(t.Context(), "k", []byte("mine"), "jobs/x", 1)
+	if err != nil || rev != firstRev || firstRev == 0 {
+		t.Fatalf("Put = %d, %v; want the first write's revision %d", rev, err, firstRev)
+	}
+	if len(s.ids) < 2 {
+		t.Fatalf("%d attempts, want a retry", len(s.ids))
+	}
+	if kv := s.apply(lease.Op{Type: lease.OpKVGet, Key: "k"}); kv.Err != nil || string(kv.Entry.Value) != "other's" || s.st.Revision() != firstRev+1 {
+		t.Fatalf("store holds %+v (revision %d); want other's write, the only one after the first (revision %d)", kv.Entry, s.st.Revision(), firstRev+1)
+	}
+}
