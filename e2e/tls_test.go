@@ -81,8 +81,11 @@ func TestTLSClusterWithAuth(t *testing.T) {
 		return nil
 	})
 
-	// The walk-through, as app.
-	r := cliEnv(t, as(appTok), "acquire", "jobs/nightly", "--holder", "a", "--ttl", "10s", "-o", "json")
+	// The walk-through, as app. The lease outlives the refused requests
+	// below, each a few CLI runs with a TLS handshake: a loaded machine
+	// took longer than a 10s TTL for them, and the lease expired under
+	// the state comparison.
+	r := cliEnv(t, as(appTok), "acquire", "jobs/nightly", "--holder", "a", "--ttl", "1h", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("acquire: %v", r)
 	}
@@ -153,7 +156,7 @@ func TestTLSClusterWithAuth(t *testing.T) {
 
 	// Failover: hold a lease, kill the leader, renew it with the same
 	// token through the survivors.
-	r = cliEnv(t, as(appTok), "acquire", "jobs/failover", "--holder", "b", "--ttl", "10s", "-o", "json")
+	r = cliEnv(t, as(appTok), "acquire", "jobs/failover", "--holder", "b", "--ttl", "1m", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("acquire: %v", r)
 	}

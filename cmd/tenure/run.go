@@ -54,6 +54,10 @@ Exit codes: CMD's own; 4 the lease was lost or at risk and CMD was stopped;
 1 the cluster was unreachable before CMD started, CMD could not be started,
 or tenure run was interrupted while waiting; 2 bad usage.`
 
+// signalGrace is how long tenure run waits, once main's context ended, for
+// the signal that ended it.
+const signalGrace = 2 * time.Second
+
 // runSignals are passed on to the command's process group.
 var runSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
@@ -296,12 +300,16 @@ supervise:
 			group(sig.(syscall.Signal))
 		case <-ctxDone:
 			// SIGINT or SIGTERM (main's context): pass on the signal
-			// itself if it is in sigs too, else SIGTERM.
+			// itself, which os/signal delivers to sigs too, though not
+			// always before main's context ends: on a loaded machine it
+			// came more than 50ms later, and the command got SIGTERM
+			// instead of its SIGINT. A context that ended without a
+			// signal sends SIGTERM after the wait.
 			ctxDone = nil
 			select {
 			case sig := <-sigs:
 				group(sig.(syscall.Signal))
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(signalGrace):
 				group(syscall.SIGTERM)
 			}
 		}

@@ -5,8 +5,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,6 +86,35 @@ func TestRunPassesOnItsInterruption(t *testing.T) {
 	}
 	if n := c.Calls("Release"); n != 1 {
 		t.Errorf("%d releases, want 1", n)
+	}
+}
+
+// TestRunPassesOnALateSignal: main's context can end before os/signal
+// hands the signal that ended it to tenure run (on a loaded machine, more
+// than 50ms before). tenure run passes on the signal once it comes, not
+// SIGTERM in its place. The signal here comes 300ms after the context
+// ends, on purpose: that lateness is what is under test.
+func TestRunPassesOnALateSignal(t *testing.T) {
+	c := startCluster(t)
+	out := newSyncWriter("started\n")
+	var errb strings.Builder
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"run", "jobs/x", "--", "sh", "-c", `trap 'echo got INT; exit 3' INT; echo started; sleep 60 & wait`},
+			out, &errb, func(k string) string { return map[string]string{"TENURE_ENDPOINTS": c.addr}[k] })
+	}()
+	<-out.seen
+	cancel() // main's context, ended by a SIGINT not delivered yet
+	time.Sleep(300 * time.Millisecond)
+	// The test holds SIGINT too, so that it never ends the test binary
+	// (if tenure run had already stopped listening).
+	held := make(chan os.Signal, 1)
+	signal.Notify(held, syscall.SIGINT)
+	defer signal.Stop(held)
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	if code := <-done; code != 3 || !strings.Contains(out.String(), "got INT") {
+		t.Errorf("got code %d, stdout %q, stderr %q; want the command to get the SIGINT and exit 3", code, out, errb.String())
 	}
 }
 
