@@ -159,6 +159,18 @@ type termHistory struct {
 	// sweep is the cluster time of the next sweep (not in snapshots:
 	// which gone terms are still in memory changes nothing).
 	sweep time.Duration
+	// due is the earliest time a kept term is gone (its end plus Age),
+	// valid if hasDue: a lower bound, kept by closed and the sweep, that
+	// tells the node when a sweep has something to drop.
+	due    time.Duration
+	hasDue bool
+}
+
+// noteEnd records that a term that ended at end is kept.
+func (h *termHistory) noteEnd(end time.Duration) {
+	if at := end + h.retention.Age; !h.hasDue || at < h.due {
+		h.due, h.hasDue = at, true
+	}
 }
 
 func newTermHistory() termHistory {
@@ -230,21 +242,28 @@ func (s *State) sweepHistory(now time.Duration) {
 		return
 	}
 	h.sweep = now + h.sweepEvery()
+	h.hasDue = false
 	for name := range h.byName {
 		h.trim(name, now)
+		for _, t := range h.byName[name] {
+			if t.Ending != EndingNone {
+				h.noteEnd(t.End)
+			}
+		}
 	}
 }
 
 // NextHistorySweep returns the cluster time at which an OpExpire would
-// next sweep gone terms from memory, and false if no term is kept. The
-// node's expirer proposes an OpExpire then, so that a name whose lease
-// is gone does not keep its history past the age limit for want of an
-// OpExpire.
+// next sweep a gone term from memory, and false if no ended term is
+// kept. The node's expirer proposes an OpExpire then, so that a name
+// whose lease is gone does not keep its history past the age limit for
+// want of an OpExpire.
 func (s *State) NextHistorySweep() (time.Duration, bool) {
-	if len(s.history.byName) == 0 {
+	h := &s.history
+	if !h.hasDue {
 		return 0, false
 	}
-	return s.history.sweep, true
+	return max(h.due, h.sweep), true
 }
 
 // HistoryRetention returns the retention the state applies.
@@ -319,6 +338,7 @@ func (a *applier) closed(l *Lease, e Ending, reason string) {
 		end = min(l.ExpiresAt, a.now)
 	}
 	t.End, t.EndWall, t.Ending, t.Reason = end, a.wallAt(end), e, unique.Make(reason).Value()
+	h.noteEnd(end)
 	h.trim(l.Name, a.now)
 }
 
@@ -343,14 +363,11 @@ func (a *applier) setRetention(op Op) Result {
 	}
 	h := &a.s.history
 	h.retention = r
-	for name := range h.byName {
-		if r.Terms == 0 {
-			delete(h.byName, name)
-			continue
-		}
-		h.trim(name, a.now)
+	if r.Terms == 0 {
+		clear(h.byName)
 	}
 	h.sweep = 0
+	a.s.sweepHistory(a.now)
 	return Result{}
 }
 
@@ -399,6 +416,9 @@ func (s *State) restoreHistory(r *snapshotRetention, hs []snapshotHistory) error
 				return fmt.Errorf("lease: snapshot has an unknown ending %d in the history of %q", t.Ending, nh.Name)
 			}
 			t.Holder, t.Principal, t.Reason = unique.Make(t.Holder).Value(), unique.Make(t.Principal).Value(), unique.Make(t.Reason).Value()
+			if t.Ending != EndingNone {
+				s.history.noteEnd(t.End)
+			}
 		}
 		s.history.byName[nh.Name] = nh.Terms
 	}

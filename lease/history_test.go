@@ -122,7 +122,7 @@ func TestHistoryRetentionByAge(t *testing.T) {
 	s := withHistory(t, 16, time.Minute)
 	l := mustGrant(t, s, 0, "gone", "h", 10*sec)
 	applyWall(t, s, sec, rel("gone", l.Token))
-	mustGrant(t, s, 0, "held", "h", 10*sec)
+	mustGrant(t, s, 0, "held", "h", 10*time.Minute)
 	// At 60.999s the term ended 59.999s ago: kept.
 	if h := s.History("gone"); len(h) != 1 {
 		t.Fatalf("history before the age limit: %s", termsString(h))
@@ -138,8 +138,8 @@ func TestHistoryRetentionByAge(t *testing.T) {
 	}
 	// The next OpExpire sweeps it from memory: a name whose lease is
 	// gone keeps nothing.
-	if at, ok := s.NextHistorySweep(); !ok || at > 61*sec {
-		t.Fatalf("NextHistorySweep = %s, %v; want a sweep due by 61s", at, ok)
+	if at, ok := s.NextHistorySweep(); !ok || at != 61*sec {
+		t.Fatalf("NextHistorySweep = %s, %v; want 61s, when the term is gone", at, ok)
 	}
 	applyWall(t, s, 61*sec, Op{Type: OpExpire})
 	if _, ok := s.history.byName["gone"]; ok {
@@ -147,6 +147,15 @@ func TestHistoryRetentionByAge(t *testing.T) {
 	}
 	if h := s.History("held"); len(h) != 1 {
 		t.Fatalf("the held term was dropped: %s", termsString(h))
+	}
+	if at, ok := s.NextHistorySweep(); ok {
+		t.Fatalf("NextHistorySweep = %s with no ended term kept", at)
+	}
+	// A state with held terms only has no sweep to make.
+	s2 := withHistory(t, 16, time.Minute)
+	mustGrant(t, s2, 0, "a", "h", 10*sec)
+	if at, ok := s2.NextHistorySweep(); ok {
+		t.Fatalf("NextHistorySweep = %s with only held terms", at)
 	}
 }
 
