@@ -176,6 +176,18 @@ func TestHistorySurvivesFailoverAndRestarts(t *testing.T) {
 		caughtUp(t, s, byID)
 		checkHistory(t, "after restarting every node, from "+s.name, historyJSON(t, s.api, name), want)
 	}
+	// The dashboard's timeline reads the same history, oldest first.
+	for _, s := range ns {
+		h := history(t, s, name)
+		var got []string
+		for _, tm := range h.Terms {
+			got = append(got, fmt.Sprintf("%s/%d/%s", tm.Holder, tm.Token, tm.Ended))
+		}
+		wantUI := fmt.Sprintf("[a/%d/released b/%d/expired c/%d/revoked d/%d/]", a.Token, b.Token, c.Token, d.Token)
+		if fmt.Sprint(got) != wantUI {
+			t.Fatalf("the dashboard's history from %s after the restarts: %v, want %s", s.name, got, wantUI)
+		}
+	}
 	// --limit keeps the newest.
 	if got := historyJSON(t, all, name, "--limit", "2"); len(got) != 2 || got[0].Holder != "d" || got[1].Holder != "c" {
 		t.Fatalf("history --limit 2: %+v, want d's and c's terms", got)

@@ -3,6 +3,7 @@ package lease
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unique"
 )
@@ -280,6 +281,18 @@ func (h *termHistory) visible(name string, now time.Duration) []Term {
 	for _, t := range h.byName[name] {
 		if !h.gone(&t, now) {
 			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// HistoryNames returns the names with the prefix that have kept terms,
+// in no particular order.
+func (s *State) HistoryNames(prefix string) []string {
+	var out []string
+	for name := range s.history.byName {
+		if strings.HasPrefix(name, prefix) && len(s.history.visible(name, s.now)) > 0 {
+			out = append(out, name)
 		}
 	}
 	return out
