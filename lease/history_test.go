@@ -3,6 +3,7 @@ package lease
 import (
 	"bytes"
 	"cmp"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime"
@@ -432,4 +433,35 @@ func expectedHistory(terms []Term, ret HistoryRetention, now time.Duration) []Te
 		}
 	}
 	return out
+}
+
+// TestHistoryGolden holds the encodings the history added: a batch of
+// version 2 (with a wall clock) carrying OpHistoryConfig and OpHistory,
+// and a version 6 snapshot. Both must stay readable, byte for byte, by
+// every later release.
+func TestHistoryGolden(t *testing.T) {
+	const batch = "0280a8d6b90780809792f9edf6ed31020e84108080f89492a527100d010161"
+	raw, _ := hex.DecodeString(batch)
+	b, err := DecodeBatch(raw)
+	want := Batch{Now: sec, Wall: wall0, Ops: []Op{HistoryConfigOp(HistoryRetention{Terms: 16, Age: 24 * time.Hour}), {Type: OpHistory, Name: "a"}}}
+	if err != nil || b.Now != want.Now || b.Wall != want.Wall || len(b.Ops) != 2 ||
+		b.Ops[0].Type != OpHistoryConfig || b.Ops[0].Limit != 16 || b.Ops[0].TTL != 24*time.Hour || b.Ops[1].Type != OpHistory || b.Ops[1].Name != "a" {
+		t.Fatalf("DecodeBatch(golden) = %+v, %v", b, err)
+	}
+	if got := hex.EncodeToString(EncodeBatch(want)); got != batch {
+		t.Fatalf("encoding %s, want %s", got, batch)
+	}
+
+	const snap = `{"version":6,"now":2000000000,"last_token":2,"revision":1,"leases":null,"queues":null,"kv":[{"key":"k","fence":1,"entry":{"Key":"k","Value":"dg==","Lease":"a","Token":1,"Revision":1}}],"revoked":[{"name":"a","token":2,"reason":"why","until":11000000000}],"history_retention":{"terms":2,"age":3600000000000},"history":[{"name":"a","terms":[{"holder":"h1","token":1,"start":0,"end":1000000000,"start_wall":1796353200000000000,"end_wall":1796353201000000000,"ending":1,"accepted":1},{"holder":"h2","token":2,"start":1000000000,"end":2000000000,"start_wall":1796353201000000000,"end_wall":1796353202000000000,"ending":3,"reason":"why"}]}]}` + "\n"
+	s, err := ReadSnapshot(bytes.NewReader([]byte(snap)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshotBytes(t, s); string(got) != snap {
+		t.Fatalf("the golden version 6 snapshot writes\n%s\nnot\n%s", got, snap)
+	}
+	h := s.History("a")
+	if len(h) != 2 || h[0].Ending != EndingReleased || h[0].Accepted != 1 || h[1].Ending != EndingRevoked || h[1].Reason != "why" {
+		t.Fatalf("history of the golden snapshot: %s", termsString(h))
+	}
 }
