@@ -29,23 +29,41 @@ func (s *stateServer) apply(op lease.Op) lease.Result {
 	return res[0]
 }
 
-func (s *stateServer) acquire(ctx context.Context, req *tenurev1.AcquireRequest) (*tenurev1.AcquireResponse, error) {
+// attempt applies op (with the request's ID) as one attempt of a call and
+// returns its result, or, when lost says so, waits until the caller gives
+// up: the answer never arrives.
+func (s *stateServer) attempt(ctx context.Context, id *tenurev1.RequestID, op lease.Op) (lease.Result, error) {
 	s.mu.Lock()
-	id := req.GetRequestId()
 	s.ids = append(s.ids, id)
 	attempt := len(s.ids)
-	r := s.apply(lease.Op{Type: lease.OpAcquire, Name: req.GetName(), Holder: req.GetHolder(), TTL: req.GetTtl().AsDuration(),
-		Session: id.GetSession(), Seq: id.GetSeq(), Floor: id.GetFloor()})
+	op.Session, op.Seq, op.Floor = id.GetSession(), id.GetSeq(), id.GetFloor()
+	r := s.apply(op)
 	lose := s.lost != nil && s.lost(attempt)
 	s.mu.Unlock()
 	if lose {
-		<-ctx.Done() // the answer never arrives
-		return nil, ctx.Err()
+		<-ctx.Done()
+		return lease.Result{}, ctx.Err()
 	}
 	if r.Err != nil {
-		return nil, wire.ToConnectError(r.Err)
+		return lease.Result{}, wire.ToConnectError(r.Err)
+	}
+	return r, nil
+}
+
+func (s *stateServer) acquire(ctx context.Context, req *tenurev1.AcquireRequest) (*tenurev1.AcquireResponse, error) {
+	r, err := s.attempt(ctx, req.GetRequestId(), lease.Op{Type: lease.OpAcquire, Name: req.GetName(), Holder: req.GetHolder(), TTL: req.GetTtl().AsDuration()})
+	if err != nil {
+		return nil, err
 	}
 	return &tenurev1.AcquireResponse{Lease: wire.LeaseToProto(r.Lease, r.Now)}, nil
+}
+
+func (s *stateServer) put(ctx context.Context, req *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error) {
+	r, err := s.attempt(ctx, req.GetRequestId(), lease.Op{Type: lease.OpPut, Name: req.GetLease(), Token: req.GetToken(), Key: req.GetKey(), Value: req.GetValue()})
+	if err != nil {
+		return nil, err
+	}
+	return &tenurev1.KVPutResponse{Revision: r.Revision}, nil
 }
 
 // TestRetriedAcquireGetsFirstOutcome: the first attempt of an Acquire is
@@ -177,25 +195,6 @@ func TestRequestIDs(t *testing.T) {
 			t.Errorf("request %d carried %v, want seq %d floor %d of session %q", i, id, want[i][0], want[i][1], c.Session())
 		}
 	}
-}
-
-func (s *stateServer) put(ctx context.Context, req *tenurev1.KVPutRequest) (*tenurev1.KVPutResponse, error) {
-	s.mu.Lock()
-	id := req.GetRequestId()
-	s.ids = append(s.ids, id)
-	attempt := len(s.ids)
-	r := s.apply(lease.Op{Type: lease.OpPut, Name: req.GetLease(), Token: req.GetToken(), Key: req.GetKey(), Value: req.GetValue(),
-		Session: id.GetSession(), Seq: id.GetSeq(), Floor: id.GetFloor()})
-	lose := s.lost != nil && s.lost(attempt)
-	s.mu.Unlock()
-	if lose {
-		<-ctx.Done() // the answer never arrives
-		return nil, ctx.Err()
-	}
-	if r.Err != nil {
-		return nil, wire.ToConnectError(r.Err)
-	}
-	return &tenurev1.KVPutResponse{Revision: r.Revision}, nil
 }
 
 // TestRetriedPutGetsFirstOutcome: the first attempt of a Put writes and

@@ -97,11 +97,22 @@ class RetryTest(unittest.TestCase):
         self.assertEqual(ids[0], ids[1], "the retry carried another request ID")
         self.assertEqual(ids[0]["seq"], "1")
 
-    def test_put_possibly_delivered_is_not_retried(self):
-        f = self.fake(["drop", {"revision": "1"}])
+    def test_writes_possibly_delivered_are_retried_with_the_same_request_id(self):
+        for name, call in [("put", lambda c: c.put("k", b"v", "x", 7)),
+                           ("delete", lambda c: c.delete("k", "x", 7)),
+                           ("release", lambda c: c.release("x", 7))]:
+            with self.subTest(name):
+                f = self.fake(["drop", {"revision": "1"}])
+                call(self.client(f))
+                self.assertEqual(len(f.requests), 2, "a %s that may have applied was not retried" % name)
+                ids = [body["request_id"] for _, body, _ in f.requests]
+                self.assertEqual(ids[0], ids[1], "the retry carried another request ID")
+
+    def test_transfer_possibly_delivered_is_not_retried(self):
+        f = self.fake(["drop", {}])
         with self.assertRaises(tenure.IndeterminateError):
-            self.client(f).put("k", b"v", "x", 7)
-        self.assertEqual(len(f.requests), 1, "a put that may have applied was sent again")
+            self.client(f).transfer_leadership("n2")
+        self.assertEqual(len(f.requests), 1, "a transfer that may have applied was sent again")
 
     def test_put_refused_by_a_follower_goes_to_the_next(self):
         a, b = self.fake(["unavailable"]), self.fake([{"revision": "3"}])
@@ -110,9 +121,11 @@ class RetryTest(unittest.TestCase):
         self.assertEqual(b.requests[0][1]["value"], base64.b64encode(b"v").decode())
 
     def test_indeterminate_answers(self):
-        f = self.fake(["indeterminate"])
-        with self.assertRaises(tenure.IndeterminateError):
-            self.client(f).release("x", 7)
+        # A release answered indeterminate is retried: the cluster answers
+        # the retry with the first attempt's outcome.
+        f = self.fake(["indeterminate", {}])
+        self.client(f).release("x", 7)
+        self.assertEqual(len(f.requests), 2)
         f = self.fake(["not_applied"])
         with self.assertRaises(tenure.IndeterminateError) as cm:
             self.client(f).delete("k", "x", 7)

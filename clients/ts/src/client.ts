@@ -757,10 +757,11 @@ export class Client {
 
   /** release ends the grant of name with token, so the lease is free (or
    * goes to the first waiter) at once. A token that is no longer the
-   * current grant gives a StaleTokenError. A release that may have been
-   * delivered is not retried (IndeterminateError). */
+   * current grant gives a StaleTokenError. Retried like acquire: every
+   * attempt carries the call's request ID, and a retry of a release that
+   * took effect gets that release's outcome. */
   async release(name: string, token: bigint, opts?: CallOptions): Promise<void> {
-    await this.mutating(RetryPolicy.Unsent, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
+    await this.mutating(RetryPolicy.Always, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
       ep.lease.release({ name, token, requestId }, { signal }),
     );
   }
@@ -816,12 +817,16 @@ export class Client {
    * put writes value under key, fenced by the grant (lease, token): the
    * server accepts it only while token is the current, unexpired grant of
    * lease and no higher token wrote key; otherwise StaleTokenError. It
-   * returns the store revision. A put that may have been delivered is not
-   * retried (IndeterminateError): read the key to find out.
+   * returns the store revision. A put whose answer was lost is retried,
+   * like acquire: every attempt carries the call's request ID, and a retry
+   * of a write that took effect gets its revision, never a second write
+   * and never "stale" because a newer grant wrote the key since. A retry
+   * the cluster no longer remembers is an IndeterminateError (read the key
+   * to find out).
    */
   async put(key: string, value: Uint8Array | string, lease: string, token: bigint, opts?: CallOptions): Promise<bigint> {
     const v = typeof value === "string" ? new TextEncoder().encode(value) : value;
-    const { res } = await this.mutating(RetryPolicy.Unsent, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
+    const { res } = await this.mutating(RetryPolicy.Always, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
       ep.kv.put({ key, value: v, lease, token, requestId }, { signal }),
     );
     return res.revision;
@@ -860,9 +865,9 @@ export class Client {
   }
 
   /** delete removes key, fenced like put, and returns the store revision
-   * of the deletion. Not retried once possibly delivered. */
+   * of the deletion. Retried like put, at most once in effect. */
   async delete(key: string, lease: string, token: bigint, opts?: CallOptions): Promise<bigint> {
-    const { res } = await this.mutating(RetryPolicy.Unsent, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
+    const { res } = await this.mutating(RetryPolicy.Always, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
       ep.kv.delete({ key, lease, token, requestId }, { signal }),
     );
     return res.revision;

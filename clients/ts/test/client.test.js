@@ -5,7 +5,7 @@ import { test, mock } from "node:test";
 import assert from "node:assert/strict";
 import { Code, ConnectError, createRouterTransport } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { LeaseService, KVService, ErrorDetailSchema, LeaseSchema } from "../dist/gen/tenure/v1/tenure_pb.js";
+import { LeaseService, KVService, ClusterService, ErrorDetailSchema, LeaseSchema } from "../dist/gen/tenure/v1/tenure_pb.js";
 import {
   Client, LeaseHeldError, StaleTokenError, NotFoundError, InvalidArgumentError, IndeterminateError,
   UnavailableError, DeadlineExceededError, CanceledError, isError, fromConnectError, reasonError, TenureError,
@@ -32,6 +32,7 @@ function server(handlers) {
   const t = createRouterTransport(({ service }) => {
     service(LeaseService, Object.fromEntries(Object.entries(handlers.lease ?? {}).map(([k, f]) => [k, wrap(f)])));
     service(KVService, Object.fromEntries(Object.entries(handlers.kv ?? {}).map(([k, f]) => [k, wrap(f)])));
+    service(ClusterService, Object.fromEntries(Object.entries(handlers.cluster ?? {}).map(([k, f]) => [k, wrap(f)])));
   });
   t.calls = calls;
   return t;
@@ -172,17 +173,30 @@ test("a write that failed to connect is retried on the next endpoint", async () 
   assert.equal(await client([a, b]).put("k", "v", "x", 1n), 3n);
 });
 
-test("a write whose connection broke, or that the server calls indeterminate, is not retried", async (t) => {
+test("a write, delete or release whose connection broke, or that the server calls indeterminate, is retried with its request ID", async (t) => {
   for (const [name, a] of [
     ["connection reset", broken(() => netError("ECONNRESET", Code.Aborted))],
     ["fetch failed", broken(() => new ConnectError("fetch failed", Code.Unknown, undefined, undefined, new TypeError("fetch failed")))],
-    ["server: indeterminate", server({ kv: { put() { throw unavailable("INDETERMINATE"); } } })],
+    ["server: indeterminate", server({
+      kv: { put() { throw unavailable("INDETERMINATE"); }, delete() { throw unavailable("INDETERMINATE"); } },
+      lease: { release() { throw unavailable("INDETERMINATE"); } },
+    })],
   ]) {
     await t.test(name, async () => {
-      const b = server({ kv: { put: () => ({ revision: 3n }) } });
-      const err = await client([a, b]).put("k", "v", "x", 1n).catch((e) => e);
-      assert.ok(err instanceof IndeterminateError, `got ${err}`);
-      assert.equal(b.calls.n, 0, "not retried");
+      const ids = [];
+      const b = server({
+        kv: {
+          put: (req) => { ids.push(req.requestId); return { revision: 3n }; },
+          delete: (req) => { ids.push(req.requestId); return { revision: 4n }; },
+        },
+        lease: { release: (req) => { ids.push(req.requestId); return {}; } },
+      });
+      const c = client([a, b]);
+      assert.equal(await c.put("k", "v", "x", 1n), 3n);
+      assert.equal(await c.delete("k", "x", 1n), 4n);
+      await c.release("x", 1n);
+      assert.equal(ids.length, 3, "each call retried once on the other endpoint");
+      for (const id of ids) assert.ok(id && id.seq > 0n, "a retry without the call's request ID");
     });
   }
 });
@@ -201,14 +215,15 @@ test("acquire is retried after a broken connection, and a retry answered held is
   assert.ok(err2 instanceof LeaseHeldError && !(err2 instanceof IndeterminateError), `got ${err2}`);
 });
 
-test("an attempt that times out: a write is indeterminate, a renewal is retried", async () => {
+test("an attempt that times out is retried: a write, a renewal; a leadership transfer is indeterminate", async () => {
   // A slow server: answers after 300ms, long after the 30ms attempt timeout.
   const hang = () => new Promise((_, rej) => setTimeout(() => rej(new ConnectError("too late", Code.Internal)), 300));
-  const a = server({ kv: { put: hang }, lease: { renew: hang } });
-  const b = server({ kv: { put: () => ({ revision: 1n }) }, lease: { renew: () => ({ results: [] }) } });
-  const err = await client([a, b], { requestTimeoutMs: 30 }).put("k", "v", "x", 1n).catch((e) => e);
-  assert.ok(err instanceof IndeterminateError, `got ${err}`);
+  const a = server({ kv: { put: hang }, lease: { renew: hang }, cluster: { transferLeadership: hang } });
+  const b = server({ kv: { put: () => ({ revision: 1n }) }, lease: { renew: () => ({ results: [] }) }, cluster: { transferLeadership: () => ({}) } });
+  assert.equal(await client([a, b], { requestTimeoutMs: 30 }).put("k", "v", "x", 1n), 1n);
   assert.deepEqual(await client([a, b], { requestTimeoutMs: 30 }).renew([]), []);
+  const err = await client([a, b], { requestTimeoutMs: 30 }).transferLeadership("n2").catch((e) => e);
+  assert.ok(err instanceof IndeterminateError, `got ${err}`);
 });
 
 test("while no endpoint serves, rounds pause 50ms doubling to 1s; the caller's signal ends the call as unavailable", async () => {

@@ -574,9 +574,10 @@ class Client:
                 canceller: Optional[Canceller] = None) -> None:
         """release ends the grant of name with token, so the lease is free
         (or goes to the first waiter) at once. A token that is not the
-        current grant raises StaleTokenError. Not retried once possibly
-        delivered (IndeterminateError)."""
-        self._mutating(RETRY_UNSENT, _LEASE + "Release", {"name": name, "token": str(token)}, timeout,
+        current grant raises StaleTokenError. Retried like acquire: every
+        attempt carries the call's request ID, and a retry of a release
+        that took effect gets that release's outcome."""
+        self._mutating(RETRY_ALWAYS, _LEASE + "Release", {"name": name, "token": str(token)}, timeout,
                        None, canceller)
 
     def revoke(self, name: str, token: int = 0, *, reason: str, timeout: Optional[float] = None) -> List[Grant]:
@@ -637,10 +638,13 @@ class Client:
         """put writes value under key, fenced by the grant (lease, token):
         the server accepts it only while token is the current, unexpired
         grant of lease and no higher token wrote key; otherwise
-        StaleTokenError. It returns the store revision. Not retried once
-        possibly delivered (IndeterminateError): read the key to find
-        out."""
-        res, _ = self._mutating(RETRY_UNSENT, _KV + "Put", {"key": key, "value": _b64(value), "lease": lease,
+        StaleTokenError. It returns the store revision. A put whose answer
+        was lost is retried with the call's request ID: a retry of a write
+        that took effect gets its revision, never a second write and never
+        "stale" because a newer grant wrote the key since. A retry the
+        cluster no longer remembers raises IndeterminateError (read the key
+        to find out)."""
+        res, _ = self._mutating(RETRY_ALWAYS, _KV + "Put", {"key": key, "value": _b64(value), "lease": lease,
                                                           "token": str(token)}, timeout)
         return u64(res.get("revision"))
 
@@ -660,8 +664,9 @@ class Client:
 
     def delete(self, key: str, lease: str, token: int, *, timeout: Optional[float] = None) -> int:
         """delete removes key, fenced like put, and returns the store
-        revision of the deletion. Not retried once possibly delivered."""
-        res, _ = self._mutating(RETRY_UNSENT, _KV + "Delete", {"key": key, "lease": lease, "token": str(token)},
+        revision of the deletion. Retried like put, at most once in
+        effect."""
+        res, _ = self._mutating(RETRY_ALWAYS, _KV + "Delete", {"key": key, "lease": lease, "token": str(token)},
                                 timeout)
         return u64(res.get("revision"))
 
