@@ -93,6 +93,46 @@ func ExampleClient_Revoke() {
 	// in its lock-delay, in all: 2s
 }
 
+// Who held a name, with which token, and how each term ended: the
+// history is replicated, so it survives restarts and failovers.
+func ExampleClient_History() {
+	c, err := client.New(client.Config{Endpoints: endpoints})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	first, err := c.Acquire(ctx, "example/jobs/history", "worker-1", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "example/report", []byte("done"), "example/jobs/history", first.Token); err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Release(ctx, "example/jobs/history", first.Token); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.Acquire(ctx, "example/jobs/history", "worker-2", 10*time.Second); err != nil {
+		log.Fatal(err)
+	}
+
+	terms, err := c.History(ctx, "example/jobs/history", client.HistoryOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, t := range terms { // newest first
+		ending := string(t.Ending)
+		if t.Held() {
+			ending = "held"
+		}
+		fmt.Println(t.Holder, "token", t.Token-first.Token, ending, "writes", t.WritesAccepted, "wall clock", !t.Start.IsZero())
+	}
+	// Output:
+	// worker-2 token 1 held writes 0 wall clock true
+	// worker-1 token 0 released writes 1 wall clock true
+}
+
 // A fenced write: the store takes a write only with the current grant's
 // token, so a holder that lost its lease cannot write late.
 func ExampleClient_Put() {

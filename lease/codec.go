@@ -8,8 +8,13 @@ import (
 	"time"
 )
 
-// batchVersion is the first byte of an encoded Batch.
-const batchVersion = 1
+// The first byte of an encoded Batch. Version 2 adds the leader's wall
+// clock (Batch.Wall) after the cluster time; a batch without one is
+// written as version 1, byte for byte as before version 2 existed.
+const (
+	batchVersion     = 1
+	batchVersionWall = 2
+)
 
 // ErrCorrupt is returned by DecodeBatch for bytes that are not a Batch.
 var ErrCorrupt = errors.New("lease: corrupt batch")
@@ -50,8 +55,14 @@ const (
 
 // AppendBatch appends the binary encoding of b to buf.
 func AppendBatch(buf []byte, b Batch) []byte {
-	buf = append(buf, batchVersion)
-	buf = binary.AppendVarint(buf, int64(b.Now))
+	if b.Wall == 0 {
+		buf = append(buf, batchVersion)
+		buf = binary.AppendVarint(buf, int64(b.Now))
+	} else {
+		buf = append(buf, batchVersionWall)
+		buf = binary.AppendVarint(buf, int64(b.Now))
+		buf = binary.AppendVarint(buf, b.Wall)
+	}
 	buf = binary.AppendUvarint(buf, uint64(len(b.Ops)))
 	for _, op := range b.Ops {
 		buf = appendOp(buf, op)
@@ -218,11 +229,14 @@ func (d *decoder) count(what string, min int) int {
 // DecodeBatch decodes a Batch encoded by AppendBatch. It never panics; bad
 // input gives an error wrapping ErrCorrupt.
 func DecodeBatch(data []byte) (Batch, error) {
-	if len(data) == 0 || data[0] != batchVersion {
+	if len(data) == 0 || (data[0] != batchVersion && data[0] != batchVersionWall) {
 		return Batch{}, fmt.Errorf("%w: unknown version", ErrCorrupt)
 	}
 	d := &decoder{buf: data[1:]}
 	b := Batch{Now: time.Duration(d.varint("time"))}
+	if data[0] == batchVersionWall {
+		b.Wall = d.varint("wall clock")
+	}
 	n := d.count("op count", 2)
 	if n > 0 {
 		b.Ops = make([]Op, 0, n)

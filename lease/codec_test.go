@@ -187,7 +187,7 @@ func TestDecodeCorrupt(t *testing.T) {
 		{"op count beyond the input", []byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
 		{"op count one too many", []byte{1, 0, 2, byte(OpExpire), 0}},
 		{"op type 0", []byte{1, 0, 1, 0, 0}},
-		{"op type 13", []byte{1, 0, 1, 13, 0}},
+		{"op type 15", []byte{1, 0, 1, 15, 0}},
 		{"unknown flag", []byte{1, 0, 1, byte(OpExpire), 0x80, 0x20}},
 		{"ref TTLs without refs", []byte{1, 0, 1, byte(OpRenew), 0x80, 0x08, 2}},
 		{"limit missing", []byte{1, 0, 1, byte(OpAcquire), 0x80, 0x10}},

@@ -134,6 +134,7 @@ func (a *applier) revoke(op Op) Result {
 	for i, l := range ended {
 		out[i] = *l
 		a.emitRevoked(*l, op.Reason)
+		a.closed(l, EndingRevoked, op.Reason)
 		a.s.revoked.add(op.Name, tombstone{Token: l.Token, Reason: op.Reason, Until: l.ExpiresAt}, a.now)
 		a.startDelay(l, a.now)
 	}

@@ -63,7 +63,8 @@ func (m *Manager) Do(ops ...Op) ([]Result, []Event, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	res, ev := m.st.Apply(Batch{Now: m.clock.Now().Sub(m.start), Ops: ops})
+	t := m.clock.Now()
+	res, ev := m.st.Apply(Batch{Now: t.Sub(m.start), Wall: t.UnixNano(), Ops: ops})
 	return res, ev, nil
 }
 
@@ -140,4 +141,11 @@ func (m *Manager) KVList(prefix string) ([]Entry, error) {
 func (m *Manager) KVGet(key string) (Entry, error) {
 	r := m.do1(Op{Type: OpKVGet, Key: key})
 	return r.Entry, r.Err
+}
+
+// History returns the kept terms of name, oldest first. A Manager keeps
+// none until Do(HistoryConfigOp(...)) sets a retention.
+func (m *Manager) History(name string) ([]Term, error) {
+	r := m.do1(Op{Type: OpHistory, Name: name})
+	return r.Terms, r.Err
 }

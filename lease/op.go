@@ -24,13 +24,19 @@ const (
 	OpCancelWait OpType = 10 // Name, Holder, Principal
 	OpKVList     OpType = 11 // Prefix
 	OpRevoke     OpType = 12 // Name, Token (0: every grant of Name), Reason, Principal
+	// OpHistory reads the kept terms of Name (see history.go).
+	OpHistory OpType = 13 // Name
+	// OpHistoryConfig sets the history's retention: Limit terms per
+	// name, for TTL after each ended. The leader proposes it.
+	OpHistoryConfig OpType = 14 // Limit (terms), TTL (age)
 )
 
 var opNames = map[OpType]string{
 	OpAcquire: "acquire", OpRenew: "renew", OpRelease: "release",
 	OpExpire: "expire", OpGet: "get", OpList: "list", OpPut: "put",
 	OpKVGet: "kv_get", OpDelete: "delete", OpCancelWait: "cancel_wait",
-	OpKVList: "kv_list", OpRevoke: "revoke",
+	OpKVList: "kv_list", OpRevoke: "revoke", OpHistory: "history",
+	OpHistoryConfig: "history_config",
 }
 
 func (t OpType) String() string {
@@ -98,7 +104,12 @@ type Batch struct {
 	// Now is the cluster time chosen by the leader. Apply never lets cluster
 	// time go backwards: it uses max(Now, time of the last applied batch).
 	Now time.Duration
-	Ops []Op
+	// Wall is the leader's wall clock when it stamped the batch, in Unix
+	// nanoseconds, or 0 if unknown. It is for display only: the history
+	// records it next to cluster time (history.go); Apply decides
+	// nothing by it.
+	Wall int64
+	Ops  []Op
 }
 
 // Lease is one grant: of a plain lease, or one slot of a semaphore.
@@ -310,6 +321,10 @@ func (l Limits) Validate(op Op) error {
 			return err
 		}
 		return checkText("reason", op.Reason, l.MaxReasonLen)
+	case OpHistory:
+		return checkText("name", op.Name, l.MaxNameLen)
+	case OpHistoryConfig:
+		return checkRetention(HistoryRetention{Terms: op.Limit, Age: op.TTL})
 	case OpExpire:
 	default:
 		return invalidf("unknown operation %d", op.Type)

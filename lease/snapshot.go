@@ -38,12 +38,18 @@ import (
 // ("revoked", last), and in session results the grants a revocation
 // ended ("leases"), revoked errors and held errors of a lock-delay. It is
 // written only when any of them is there.
+//
+// Version 6 adds the lease history (see history.go): the retention
+// ("history_retention", when an OpHistoryConfig set one) and the kept terms
+// of each name ("history", sorted by name, terms in grant order), both
+// last. It is written only when either is there.
 const (
 	snapshotV1 = 1
 	snapshotV2 = 2
 	snapshotV3 = 3
 	snapshotV4 = 4
 	snapshotV5 = 5
+	snapshotV6 = 6
 )
 
 type snapshot struct {
@@ -59,6 +65,9 @@ type snapshot struct {
 	// Delays and Revoked follow, only in version 5.
 	Delays  []snapshotDelay     `json:"delays,omitempty"`
 	Revoked []snapshotTombstone `json:"revoked,omitempty"`
+	// HistoryRetention and History follow, only in version 6.
+	HistoryRetention *snapshotRetention `json:"history_retention,omitempty"`
+	History          []snapshotHistory  `json:"history,omitempty"`
 }
 
 type snapshotQueue struct {
@@ -94,6 +103,8 @@ type Capture struct {
 	sessions  []snapshotSession
 	delays    []snapshotDelay
 	revoked   []snapshotTombstone
+	retention *snapshotRetention
+	history   []snapshotHistory
 }
 
 // Capture returns a copy of s as it is now. It costs a pointer per grant
@@ -120,6 +131,10 @@ func (s *State) Capture() *Capture {
 	c.sessions = s.captureSessions(s.now)
 	c.delays = s.captureDelays()
 	c.revoked = s.captureTombstones(s.now)
+	if r := s.history.retention; r != (HistoryRetention{}) {
+		c.retention = &snapshotRetention{Terms: r.Terms, Age: r.Age}
+	}
+	c.history = s.captureHistory(s.now)
 	return c
 }
 
@@ -180,6 +195,10 @@ func (c *Capture) Write(w io.Writer) error {
 	if len(c.delays) > 0 || len(c.revoked) > 0 {
 		version = snapshotV5
 	}
+	slices.SortFunc(c.history, func(a, b snapshotHistory) int { return strings.Compare(a.Name, b.Name) })
+	if c.retention != nil || len(c.history) > 0 {
+		version = snapshotV6
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	ew := &errWriter{w: bw}
 	head, err := json.Marshal(snapshot{Version: version, Now: c.now, LastToken: c.lastToken, Revision: c.revision})
@@ -193,15 +212,33 @@ func (c *Capture) Write(w io.Writer) error {
 	writeArray(ew, "leases", c.leases, false)
 	writeArray(ew, "queues", c.queues, false)
 	// The arrays after kv are left out when empty (omitempty).
-	writeArray(ew, "kv", c.kv, len(c.sessions)+len(c.delays)+len(c.revoked) == 0)
+	hist := len(c.history)
+	if c.retention != nil {
+		hist++
+	}
+	writeArray(ew, "kv", c.kv, len(c.sessions)+len(c.delays)+len(c.revoked)+hist == 0)
 	if len(c.sessions) > 0 {
-		writeArray(ew, "sessions", c.sessions, len(c.delays)+len(c.revoked) == 0)
+		writeArray(ew, "sessions", c.sessions, len(c.delays)+len(c.revoked)+hist == 0)
 	}
 	if len(c.delays) > 0 {
-		writeArray(ew, "delays", c.delays, len(c.revoked) == 0)
+		writeArray(ew, "delays", c.delays, len(c.revoked)+hist == 0)
 	}
 	if len(c.revoked) > 0 {
-		writeArray(ew, "revoked", c.revoked, true)
+		writeArray(ew, "revoked", c.revoked, hist == 0)
+	}
+	if c.retention != nil {
+		b, err := json.Marshal(c.retention)
+		if err != nil {
+			return err
+		}
+		ew.write([]byte(`"history_retention":`))
+		ew.write(b)
+		if len(c.history) > 0 {
+			ew.write([]byte(","))
+		}
+	}
+	if len(c.history) > 0 {
+		writeArray(ew, "history", c.history, true)
 	}
 	ew.write([]byte("}\n"))
 	if ew.err != nil {
@@ -254,8 +291,11 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := json.NewDecoder(r).Decode(&snap); err != nil {
 		return nil, fmt.Errorf("lease: read snapshot: %w", err)
 	}
-	if snap.Version < snapshotV1 || snap.Version > snapshotV5 {
-		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV5)
+	if snap.Version < snapshotV1 || snap.Version > snapshotV6 {
+		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV6)
+	}
+	if snap.Version < snapshotV6 && (snap.HistoryRetention != nil || len(snap.History) > 0) {
+		return nil, fmt.Errorf("lease: version %d snapshot has a lease history", snap.Version)
 	}
 	if snap.Version < snapshotV4 && len(snap.Sessions) > 0 {
 		return nil, fmt.Errorf("lease: version %d snapshot has sessions", snap.Version)
@@ -292,6 +332,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		return nil, err
 	}
 	if err := s.restoreDelays(snap.Delays, snap.Revoked); err != nil {
+		return nil, err
+	}
+	if err := s.restoreHistory(snap.HistoryRetention, snap.History); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -83,6 +83,9 @@ type Result struct {
 	// Now is the cluster time the op was applied at: for a Remembered
 	// result, the time its call first took effect.
 	Now time.Duration
+	// Terms are the kept terms of the name of an OpHistory, oldest
+	// first (see history.go).
+	Terms []Term
 	// Remembered is true when the op is a retry of a call of a client
 	// session that was already applied: the result is the first
 	// attempt's, and the retry changed nothing (see session.go).
@@ -134,6 +137,8 @@ type State struct {
 	// (see lockdelay.go).
 	delays  map[string]delay
 	revoked tombstones
+	// history keeps the recent terms of each name (see history.go).
+	history termHistory
 }
 
 // New returns an empty state at cluster time zero.
@@ -146,6 +151,7 @@ func New() *State {
 		sessions: make(map[sessionKey]*session),
 		delays:   make(map[string]delay),
 		revoked:  tombstones{byName: make(map[string][]tombstone)},
+		history:  newTermHistory(),
 	}
 }
 
@@ -321,7 +327,7 @@ func (s *State) Apply(b Batch) ([]Result, []Event) {
 	if b.Now > s.now {
 		s.now = b.Now
 	}
-	a := applier{s: s, now: s.now}
+	a := applier{s: s, now: s.now, wall: b.Wall}
 	results := make([]Result, len(b.Ops))
 	for i, op := range b.Ops {
 		results[i] = a.apply(op)
@@ -335,6 +341,7 @@ func (s *State) Apply(b Batch) ([]Result, []Event) {
 type applier struct {
 	s      *State
 	now    time.Duration
+	wall   int64 // the batch's Wall, for the history's display only
 	events []Event
 }
 
@@ -394,6 +401,11 @@ func (a *applier) applyOp(op Op) Result {
 		return Result{}
 	case OpRevoke:
 		return a.revoke(op)
+	case OpHistory:
+		a.s.history.trim(op.Name, a.now)
+		return Result{Terms: a.s.history.visible(op.Name, a.now)}
+	case OpHistoryConfig:
+		return a.setRetention(op)
 	case OpKVList:
 		var out []Entry
 		for _, key := range sortedKeys(a.s.kv) {
@@ -441,6 +453,7 @@ func (a *applier) settle(name string) {
 				continue
 			}
 			a.emit(EventExpired, *l)
+			a.closed(l, EndingExpired, "")
 			// The lock-delay counts from the expiry, not from when it
 			// was noticed.
 			a.startDelay(l, l.ExpiresAt)
@@ -511,6 +524,7 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int, princ
 	a.s.leases.set(name, append(a.s.leases.get(name), l))
 	a.s.pushExpiry(l)
 	a.emit(EventGranted, *l)
+	a.opened(l)
 	return l
 }
 
@@ -746,6 +760,7 @@ func (a *applier) release(op Op) Result {
 	}
 	a.setSlots(op.Name, kept)
 	a.emit(EventReleased, *l)
+	a.closed(l, EndingReleased, "")
 	a.grantWaiters(op.Name)
 	return Result{}
 }
@@ -770,6 +785,7 @@ func (a *applier) expireAll() {
 	}
 	a.s.sweepSessions(a.now)
 	a.s.revoked.sweep(a.now)
+	a.s.sweepHistory(a.now)
 }
 
 func (a *applier) list(prefix string) Result {
@@ -809,6 +825,7 @@ func (a *applier) fenceCheck(op Op) (*fence, error) {
 
 func (a *applier) put(op Op) Result {
 	f, err := a.fenceCheck(op)
+	a.wrote(op.Name, op.Token, err)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -831,11 +848,13 @@ func (a *applier) put(op Op) Result {
 func (a *applier) del(op Op) Result {
 	f, err := a.fenceCheck(op)
 	if err != nil {
+		a.wrote(op.Name, op.Token, err)
 		return Result{Err: err}
 	}
 	if f == nil || f.Entry == nil {
 		return Result{Err: ErrNotFound}
 	}
+	a.wrote(op.Name, op.Token, nil)
 	a.s.revision++
 	f.Token = op.Token
 	f.Entry = nil

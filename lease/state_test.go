@@ -866,7 +866,7 @@ func TestValidate(t *testing.T) {
 		{"cancel wait without a name", Op{Type: OpCancelWait, Holder: "h"}, "name"},
 		{"expire", Op{Type: OpExpire}, ""},
 		{"unknown type", Op{Type: 0}, "unknown"},
-		{"unknown type 13", Op{Type: 13, Name: "a"}, "unknown"},
+		{"unknown type 15", Op{Type: 15, Name: "a"}, "unknown"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := lim.Validate(tc.op)
@@ -961,7 +961,12 @@ func TestReadSnapshotRejects(t *testing.T) {
 		{"empty", ""},
 		{"not JSON", "nope"},
 		{"truncated", good[:len(good)/2]},
-		{"future version", strings.Replace(good, `"version":1`, `"version":6`, 1)},
+		{"future version", strings.Replace(good, `"version":1`, `"version":7`, 1)},
+		{"history in version 5", strings.Replace(strings.Replace(good, `"version":1`, `"version":5`, 1), `"kv":null}`, `"kv":null,"history":[{"name":"a","terms":[{"holder":"h","token":1,"start":0}]}]}`, 1)},
+		{"history token above last token", strings.Replace(strings.Replace(good, `"version":1`, `"version":6`, 1), `"kv":null}`, `"kv":null,"history":[{"name":"a","terms":[{"holder":"h","token":2,"start":0}]}]}`, 1)},
+		{"history out of order", strings.Replace(strings.Replace(strings.Replace(good, `"version":1`, `"version":6`, 1), `"last_token":1`, `"last_token":3`, 1), `"kv":null}`, `"kv":null,"history":[{"name":"a","terms":[{"holder":"h","token":3,"start":0},{"holder":"h","token":2,"start":0}]}]}`, 1)},
+		{"history unknown ending", strings.Replace(strings.Replace(good, `"version":1`, `"version":6`, 1), `"kv":null}`, `"kv":null,"history":[{"name":"a","terms":[{"holder":"h","token":1,"start":0,"ending":9}]}]}`, 1)},
+		{"history bad retention", strings.Replace(strings.Replace(good, `"version":1`, `"version":6`, 1), `"kv":null}`, `"kv":null,"history_retention":{"terms":-1,"age":1000000000}}`, 1)},
 		{"lock-delay in version 4", strings.Replace(strings.Replace(good, `"version":1`, `"version":4`, 1), `"ExpiresAt":10000000000}`, `"ExpiresAt":10000000000,"LockDelay":5}`, 1)},
 		{"delays in version 4", strings.Replace(strings.Replace(good, `"version":1`, `"version":4`, 1), `"kv":null}`, `"kv":null,"delays":[{"name":"a","until":5,"ended":1,"holder":"h","token":1}]}`, 1)},
 		{"tombstones in version 4", strings.Replace(strings.Replace(good, `"version":1`, `"version":4`, 1), `"kv":null}`, `"kv":null,"revoked":[{"name":"a","token":1,"reason":"r","until":5}]}`, 1)},

@@ -28,6 +28,9 @@ const (
 	ActivityReset ActivityKind = 6
 	// ActivityRevoked is a grant an operator revoked.
 	ActivityRevoked ActivityKind = 7
+	// ActivityHandedOff ends a term its holder handed over (reserved for
+	// the handoff of an election; only lease history terms carry it).
+	ActivityHandedOff ActivityKind = 8
 )
 
 func (k ActivityKind) String() string {
@@ -46,6 +49,8 @@ func (k ActivityKind) String() string {
 		return "reset"
 	case ActivityRevoked:
 		return "revoked"
+	case ActivityHandedOff:
+		return "handed_off"
 	}
 	return "unknown"
 }
@@ -92,7 +97,10 @@ type Activity struct {
 }
 
 // Term is one grant of a name in its History: who held it with which
-// token, from when, until when and how it ended.
+// token, from when, until when and how it ended. The terms come from the
+// replicated lease history (lease/history.go), so they survive restarts
+// and failovers, unless the cluster keeps none (tenured --history-terms
+// 0): then from what this node applied since it started.
 type Term struct {
 	Holder string
 	Token  uint64
@@ -404,17 +412,52 @@ func (n *Node) Activity(seq uint64, limit int) ActivityPage {
 	return ActivityPage{Activities: acts, Missed: missed, Last: a.seq, Ops: a.ops, Now: n.fsm.st.Now()}
 }
 
-// History returns what this node remembers of name: its last 32 terms and
-// last 64 refused writes, and its waiters now. A node keeps the history
-// of the last 4096 names granted or written to.
+// History returns the terms of name the replicated lease history keeps
+// (or, if the cluster keeps none, the last 32 this node applied), the last
+// 64 refused writes this node applied, and its waiters now. A node keeps
+// what it applied of the last 4096 names granted or written to.
 func (n *Node) History(name string) History {
 	n.fsm.mu.RLock()
 	defer n.fsm.mu.RUnlock()
 	out := History{Name: name, Waiters: n.fsm.st.Waiters(name)}
-	if h := n.fsm.act.names[name]; h != nil {
-		out.Terms = append([]Term(nil), h.terms...)
+	h := n.fsm.act.names[name]
+	if h != nil {
 		out.Stale = append([]StaleWrite(nil), h.stale...)
+	}
+	if n.fsm.st.HistoryRetention().Terms > 0 {
+		for _, t := range n.fsm.st.History(name) {
+			out.Terms = append(out.Terms, termOf(t))
+		}
+		return out
+	}
+	if h != nil {
+		out.Terms = append([]Term(nil), h.terms...)
 		out.Reset = h.reset
+	}
+	return out
+}
+
+// termOf converts a term of the replicated lease history.
+func termOf(t lease.Term) Term {
+	out := Term{Holder: t.Holder, Token: t.Token, Start: t.Start, Writes: int(t.Accepted)}
+	if t.StartWall != 0 {
+		out.StartWall = time.Unix(0, t.StartWall)
+	}
+	switch t.Ending {
+	case lease.EndingNone:
+		return out
+	case lease.EndingReleased:
+		out.Ended = ActivityReleased
+	case lease.EndingExpired:
+		out.Ended = ActivityExpired
+	case lease.EndingRevoked:
+		out.Ended = ActivityRevoked
+	default:
+		out.Ended = ActivityHandedOff
+	}
+	out.End = t.End
+	if t.EndWall != 0 {
+		out.EndWall = time.Unix(0, t.EndWall)
 	}
 	return out
 }
@@ -527,9 +570,16 @@ func (n *Node) AppliedOps() (uint64, time.Duration) {
 // one, sorted by name, at most max of them (0: all).
 func (n *Node) Histories(prefix string, max int) []History {
 	n.fsm.mu.RLock()
+	seen := make(map[string]bool)
 	var names []string
 	for name := range n.fsm.act.names {
 		if strings.HasPrefix(name, prefix) {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	for _, name := range n.fsm.st.HistoryNames(prefix) {
+		if !seen[name] {
 			names = append(names, name)
 		}
 	}

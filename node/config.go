@@ -73,6 +73,14 @@ type Config struct {
 	MaxInflight int
 	// ApplyTimeout bounds one raft apply. Default 10s.
 	ApplyTimeout time.Duration
+	// History is the retention of the lease history (terms per name,
+	// and how long after it ended a term is kept, in cluster time) that
+	// this node proposes when it takes over as leader and finds another
+	// in the state; every replica then keeps the same terms (see
+	// lease/history.go). Set the same on every member. Terms 0 keeps
+	// no history; the zero value proposes nothing. Default
+	// lease.DefaultHistoryRetention() (16 terms, 24h).
+	History lease.HistoryRetention
 
 	// ClockRate scales the monotonic clock this node stamps cluster time
 	// with while it leads. 1 is real time. Only the fault harness changes
@@ -132,6 +140,7 @@ func DefaultConfig() Config {
 		MaxBatchBytes:      4 << 20,
 		MaxInflight:        4,
 		ApplyTimeout:       10 * time.Second,
+		History:            lease.DefaultHistoryRetention(),
 		ClockRate:          1,
 		RaftLogLevel:       "warn",
 	}
@@ -154,6 +163,10 @@ func (c *Config) Validate() error {
 		return errors.New("node: clock rate must be positive")
 	case c.Limits.MaxTTL < c.Limits.MinTTL:
 		return errors.New("node: maximum TTL is below the minimum")
+	case c.History != (lease.HistoryRetention{}):
+		if err := c.Limits.Validate(lease.HistoryConfigOp(c.History)); err != nil {
+			return fmt.Errorf("node: history retention: %w", err)
+		}
 	}
 	return nil
 }

@@ -257,6 +257,21 @@ func (f *fsm) nextDeadline() (time.Duration, bool) {
 	return f.st.NextDeadline()
 }
 
+// nextHistorySweep returns when an OpExpire would next sweep the lease
+// history (lease.State.NextHistorySweep).
+func (f *fsm) nextHistorySweep() (time.Duration, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.NextHistorySweep()
+}
+
+// historyRetention returns the lease history's retention in the state.
+func (f *fsm) historyRetention() lease.HistoryRetention {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.HistoryRetention()
+}
+
 // cluster returns the cluster ID the log records.
 func (f *fsm) cluster() string {
 	f.mu.RLock()

@@ -122,8 +122,9 @@ func (n *Node) takeOver(t *leaderTerm) {
 }
 
 // prepareTerm waits for every earlier entry to be applied (Barrier), fixes
-// the term's cluster-time base, and records the cluster ID and this node's
-// API address in the log if they are not there yet.
+// the term's cluster-time base, and records the cluster ID, this node's
+// lease history retention and its API address in the log if they are not
+// there yet.
 func (n *Node) prepareTerm(t *leaderTerm) error {
 	if err := n.wait(n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
 		return fmt.Errorf("barrier: %w", err)
@@ -138,6 +139,15 @@ func (n *Node) prepareTerm(t *leaderTerm) error {
 		if err := n.wait(n.raft.Apply(append([]byte{entryCluster}, id...), n.cfg.ApplyTimeout)); err != nil {
 			return fmt.Errorf("recording the cluster ID: %w", err)
 		}
+	}
+	if want := n.cfg.History; want != (lease.HistoryRetention{}) && n.fsm.historyRetention() != want {
+		// This node's lease history retention, so that every replica
+		// keeps the terms this leader's operator asked for.
+		b := lease.Batch{Now: t.base, Wall: time.Now().UnixNano(), Ops: []lease.Op{lease.HistoryConfigOp(want)}}
+		if err := n.wait(n.raft.Apply(appendTermBatch(nil, t.term, b), n.cfg.ApplyTimeout)); err != nil {
+			return fmt.Errorf("setting the lease history retention: %w", err)
+		}
+		n.log.Info("lease history retention set", "terms", want.Terms, "age", want.Age)
 	}
 	if addr, ok := n.fsm.member(n.cfg.ID); n.cfg.APIAddr != "" && (!ok || addr != n.cfg.APIAddr) {
 		if err := n.wait(n.raft.Apply(encodeMember(memberInfo{ID: n.cfg.ID, APIAddr: n.cfg.APIAddr}), n.cfg.ApplyTimeout)); err != nil {
@@ -159,7 +169,9 @@ func (n *Node) publishTerm(t *leaderTerm) bool {
 	return true
 }
 
-// expirer proposes an expiry at the next lease deadline.
+// expirer proposes an expiry at the next lease deadline, and at the
+// lease history's next sweep (so that the terms of names whose leases
+// are gone leave memory too).
 func (n *Node) expirer(t *leaderTerm) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -168,6 +180,9 @@ func (n *Node) expirer(t *leaderTerm) {
 		wait := time.Hour
 		if at, ok := n.fsm.nextDeadline(); ok {
 			wait = time.Duration(float64(at-n.clusterNow(t)) / n.cfg.ClockRate)
+		}
+		if at, ok := n.fsm.nextHistorySweep(); ok {
+			wait = min(wait, time.Duration(float64(at-n.clusterNow(t))/n.cfg.ClockRate))
 		}
 		if wait <= 0 {
 			if _, err := n.Do(ctx, lease.Op{Type: lease.OpExpire}); err != nil {

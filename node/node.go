@@ -418,6 +418,10 @@ func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 // Limits returns the request limits, with MinTTL derived from raft timing.
 func (n *Node) Limits() lease.Limits { return n.limits }
 
+// HistoryRetention returns the lease history's retention in this node's
+// applied state (set by a leader from its Config.History).
+func (n *Node) HistoryRetention() lease.HistoryRetention { return n.fsm.historyRetention() }
+
 // IsLeader reports whether this node leads and has finished taking over.
 func (n *Node) IsLeader() bool { return n.term.Load() != nil }
 

@@ -124,7 +124,9 @@ func (n *Node) proposer() {
 			fail(props, ErrNotLeader)
 			continue
 		}
-		b := lease.Batch{Now: n.clusterNow(t), Ops: make([]lease.Op, 0, nops)}
+		// Wall is for display only (the lease history): nothing is
+		// decided by it.
+		b := lease.Batch{Now: n.clusterNow(t), Wall: time.Now().UnixNano(), Ops: make([]lease.Op, 0, nops)}
 		for _, p := range props {
 			b.Ops = append(b.Ops, p.ops...)
 		}

@@ -248,6 +248,7 @@ var authRules = map[string]rule{
 	}},
 	tenurev1connect.LeaseServiceReleaseProcedure: {op: "release lease", level: LevelHold, names: one(func(m *tenurev1.ReleaseRequest) string { return m.GetName() })},
 	tenurev1connect.LeaseServiceGetProcedure:     {op: "read lease", level: LevelRead, names: one(func(m *tenurev1.GetRequest) string { return m.GetName() })},
+	tenurev1connect.LeaseServiceHistoryProcedure: {op: "read the history of lease", level: LevelRead, names: one(func(m *tenurev1.HistoryRequest) string { return m.GetName() })},
 	tenurev1connect.LeaseServiceListProcedure:    {op: "list leases under", level: LevelRead, prefix: true, names: one(func(m *tenurev1.ListRequest) string { return m.GetPrefix() })},
 	tenurev1connect.LeaseServiceWatchProcedure:   {op: "watch leases under", level: LevelRead, prefix: true, names: one(func(m *tenurev1.WatchRequest) string { return m.GetPrefix() })},
 	tenurev1connect.KVServicePutProcedure:        {op: "write under lease", level: LevelHold, names: one(func(m *tenurev1.KVPutRequest) string { return m.GetLease() })},

@@ -645,3 +645,24 @@ func TestTLSClientBatchesAfterAnUnbatchedCall(t *testing.T) {
 		})
 	}
 }
+
+// History needs the read role for the name, and a term records the
+// principal that acquired it.
+func TestHistoryNeedsReadAndRecordsThePrincipal(t *testing.T) {
+	s := startSecure(t)
+	ctx := ctxT(t)
+	alice := s.client(t, s.follower(), s.tokens["alice"], nil)
+	g, err := alice.Acquire(ctx, "jobs/h", "a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	terms, err := s.client(t, s.follower(), s.tokens["reader"], nil).History(ctx, "jobs/h", client.HistoryOptions{})
+	if err != nil || len(terms) != 1 || terms[0].Token != g.Token || terms[0].Principal != "alice" || !terms[0].Held() {
+		t.Fatalf("a reader's history through a follower: %+v, %v", terms, err)
+	}
+	_, err = s.client(t, s.follower(), s.tokens["jobsonly"], nil).History(ctx, "other/h", client.HistoryOptions{})
+	want := `principal "jobsonly" may not read the history of lease "other/h"`
+	if connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), want) {
+		t.Fatalf("history without the read role: %v\nwant permission denied: %s", err, want)
+	}
+}

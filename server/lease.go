@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 
 	"connectrpc.com/connect"
@@ -256,6 +257,46 @@ func (l *leaseService) List(ctx context.Context, req *connect.Request[tenurev1.L
 			out := &tenurev1.ListResponse{}
 			for _, ls := range res.Leases {
 				out.Leases = append(out.Leases, wire.LeaseToProto(ls, res.Now))
+			}
+			return out, nil
+		})
+}
+
+// History is served like Get: through the log on the leader, so it reads
+// every term committed before it. The terms come newest first; since and
+// limit are applied here (they decide nothing in the state machine).
+func (l *leaseService) History(ctx context.Context, req *connect.Request[tenurev1.HistoryRequest]) (*connect.Response[tenurev1.HistoryResponse], error) {
+	op := lease.Op{Type: lease.OpHistory, Name: req.Msg.GetName()}
+	if ts := req.Msg.GetSince(); ts != nil {
+		if err := ts.CheckValid(); err != nil {
+			return nil, invalid(fmt.Errorf("since: %w", err))
+		}
+	}
+	return handle(ctx, l.s, req, op,
+		func(c *peerClients) func(context.Context, *connect.Request[tenurev1.HistoryRequest]) (*connect.Response[tenurev1.HistoryResponse], error) {
+			return c.lease.History
+		},
+		func(ctx context.Context) (*tenurev1.HistoryResponse, error) {
+			res, err := l.s.do(ctx, op)
+			if err != nil {
+				return nil, err
+			}
+			var since int64
+			if ts := req.Msg.GetSince(); ts != nil {
+				since = ts.AsTime().UnixNano()
+			}
+			ret := l.s.node.HistoryRetention()
+			out := &tenurev1.HistoryResponse{RetentionTerms: uint32(ret.Terms), RetentionAge: durationpb.New(ret.Age),
+				ClusterNow: durationpb.New(res.Now)}
+			for i := len(res.Terms) - 1; i >= 0; i-- {
+				t := res.Terms[i]
+				if since != 0 && t.Ending != lease.EndingNone && t.EndWall != 0 && t.EndWall < since {
+					continue
+				}
+				out.Terms = append(out.Terms, wire.TermToProto(op.Name, t))
+				if n := req.Msg.GetLimit(); n > 0 && len(out.Terms) >= int(n) {
+					break
+				}
 			}
 			return out, nil
 		})

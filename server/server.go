@@ -27,6 +27,7 @@ type Node interface {
 	IsLeader() bool
 	Leader() (id, apiAddr string, err error)
 	Limits() lease.Limits
+	HistoryRetention() lease.HistoryRetention
 	Do(ctx context.Context, ops ...lease.Op) ([]lease.Result, error)
 	Do1(ctx context.Context, op lease.Op) (lease.Result, error)
 	Acquire(ctx context.Context, op lease.Op) (lease.Result, error)

@@ -27,6 +27,7 @@ Commands:
   revoke NAME [--token T] --reason TEXT   end a grant now, as an operator
   get NAME
   list [PREFIX]
+  history NAME [--since T] [--at T] [--limit N]   recent terms: holders, tokens, endings
   watch [PREFIX]
   status
   member list                  members, leader, last contact, reachability
@@ -218,6 +219,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.revoke(ctx, args)
 	case "get":
 		return a.get(ctx, args)
+	case "history":
+		return a.history(ctx, args)
 	case "list":
 		return a.list(ctx, args)
 	case "watch":

@@ -27,6 +27,7 @@ var commandFlags = map[string][]string{
 	"release":    {"--token"},
 	"revoke":     {"--token", "--reason"},
 	"get":        nil,
+	"history":    {"--since", "--at", "--limit"},
 	"list":       nil,
 	"watch":      nil,
 	"status":     nil,

@@ -27,6 +27,7 @@ import (
 	"github.com/tenure-io/tenure/client"
 	"github.com/tenure-io/tenure/internal/flaghelp"
 	"github.com/tenure-io/tenure/internal/version"
+	"github.com/tenure-io/tenure/lease"
 	"github.com/tenure-io/tenure/node"
 	"github.com/tenure-io/tenure/server"
 )
@@ -51,6 +52,8 @@ type options struct {
 	snapThreshold uint64
 	trailingLogs  uint64
 	snapInterval  time.Duration
+	historyTerms  int
+	historyAge    time.Duration
 	resetDataDir  bool
 	rec           recovery
 	pprofListen   string
@@ -114,6 +117,8 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.snapThreshold, "snapshot-threshold", node.DefaultConfig().SnapshotThreshold, "log entries since the last snapshot that trigger a new one")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", node.DefaultConfig().TrailingLogs, "log entries a snapshot leaves behind for slow followers")
 	fs.DurationVar(&o.snapInterval, "snapshot-interval", node.DefaultConfig().SnapshotInterval, "how often to check whether a snapshot is due")
+	fs.IntVar(&o.historyTerms, "history-terms", lease.DefaultHistoryRetention().Terms, "ended terms the lease history keeps per name (held ones besides); 0 keeps none.\nThe leader's setting applies to every member: set the same on all")
+	fs.DurationVar(&o.historyAge, "history-age", lease.DefaultHistoryRetention().Age, "how long, in cluster time, the lease history keeps a term after it ended")
 	o.rec.register(fs)
 	o.sec.register(fs)
 	fs.Float64Var(&o.clockRate, faultClockRateFlag, 1, "FAULT INJECTION: scale this node's monotonic clock (breaks the time guarantees)")
@@ -188,6 +193,9 @@ func checkOptions(o *options) error {
 	}
 	if o.snapThreshold == 0 {
 		return fmt.Errorf("--snapshot-threshold must be positive")
+	}
+	if err := lease.DefaultLimits().Validate(lease.HistoryConfigOp(lease.HistoryRetention{Terms: o.historyTerms, Age: o.historyAge})); err != nil {
+		return fmt.Errorf("--history-terms %d --history-age %s: %w", o.historyTerms, o.historyAge, err)
 	}
 	if o.snapInterval < 10*time.Millisecond {
 		return fmt.Errorf("--snapshot-interval %s is too short (minimum 10ms)", o.snapInterval)
@@ -336,6 +344,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	cfg.SnapshotThreshold = o.snapThreshold
 	cfg.TrailingLogs = o.trailingLogs
 	cfg.SnapshotInterval = o.snapInterval
+	cfg.History = lease.HistoryRetention{Terms: o.historyTerms, Age: o.historyAge}
 	cfg.Logger = log
 	cfg.RaftLogLevel = o.raftLogLevel
 	cfg.PeerProgress = func(ctx context.Context, addr string) (node.PeerProgress, error) {

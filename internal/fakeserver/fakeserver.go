@@ -31,6 +31,7 @@ type Server struct {
 	Get     func(context.Context, *tenurev1.GetRequest) (*tenurev1.GetResponse, error)
 	List    func(context.Context, *tenurev1.ListRequest) (*tenurev1.ListResponse, error)
 	Revoke  func(context.Context, *tenurev1.RevokeRequest) (*tenurev1.RevokeResponse, error)
+	History func(context.Context, *tenurev1.HistoryRequest) (*tenurev1.HistoryResponse, error)
 	// Watch sends events with send until it returns.
 	Watch func(ctx context.Context, req *tenurev1.WatchRequest, send func(*tenurev1.WatchEvent) error) error
 
@@ -177,6 +178,10 @@ func (h leaseHandler) List(ctx context.Context, req *connect.Request[tenurev1.Li
 
 func (h leaseHandler) Revoke(ctx context.Context, req *connect.Request[tenurev1.RevokeRequest]) (*connect.Response[tenurev1.RevokeResponse], error) {
 	return unary(ctx, h.s, "Revoke", h.s.Revoke, req)
+}
+
+func (h leaseHandler) History(ctx context.Context, req *connect.Request[tenurev1.HistoryRequest]) (*connect.Response[tenurev1.HistoryResponse], error) {
+	return unary(ctx, h.s, "History", h.s.History, req)
 }
 
 func (h leaseHandler) Watch(ctx context.Context, req *connect.Request[tenurev1.WatchRequest], stream *connect.ServerStream[tenurev1.WatchResponse]) error {

@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/lease"
@@ -295,4 +296,21 @@ func FromBatchError(be *tenurev1.BatchError) *connect.Error {
 		}
 	}
 	return ce
+}
+
+// TermToProto converts a term of the lease history of name.
+func TermToProto(name string, t lease.Term) *tenurev1.Term {
+	p := &tenurev1.Term{Name: name, Holder: t.Holder, Token: t.Token, Principal: t.Principal, Limit: uint32(t.Limit),
+		Ending: tenurev1.Term_Ending(t.Ending), Reason: t.Reason, WritesAccepted: t.Accepted, WritesRefused: t.Refused,
+		ClusterStart: durationpb.New(t.Start)}
+	if t.StartWall != 0 {
+		p.StartTime = timestamppb.New(time.Unix(0, t.StartWall))
+	}
+	if t.Ending != lease.EndingNone {
+		p.ClusterEnd = durationpb.New(t.End)
+		if t.EndWall != 0 {
+			p.EndTime = timestamppb.New(time.Unix(0, t.EndWall))
+		}
+	}
+	return p
 }

@@ -2,6 +2,7 @@
 // rules of the Go package client.
 
 import { create } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client as ServiceClient, type Transport } from "@connectrpc/connect";
 import { clusterIdHeader, withClusterCheck } from "./clusterid.js";
 import {
@@ -11,6 +12,8 @@ import {
   type Lease as PbLease,
   LeaseRefSchema,
   type Member as PbMember,
+  type Term as PbTerm,
+  Term_Ending,
   type WatchEvent as PbWatchEvent,
   WatchEvent_Type,
   type WatchResponse,
@@ -108,6 +111,43 @@ export interface Lease {
   /** The grant's lock-delay in milliseconds (AcquireOptions.lockDelayMs),
    * 0 for none. */
   lockDelayMs: number;
+}
+
+/** TermEnding is how a term of a lease ended: "held" while it lasts. */
+export type TermEnding = "held" | "released" | "expired" | "revoked" | "handed_off";
+
+/** Term is one grant of a name in its history (Client.history): who held
+ * it, with which token, from when to when, and how it ended. */
+export interface Term {
+  name: string;
+  holder: string;
+  token: bigint;
+  /** The authenticated principal that acquired it ("" without auth). */
+  principal: string;
+  /** For a semaphore slot, its limit; 0 for a plain lease. */
+  limit: number;
+  /** The leader's wall clock at the start and the end, for display;
+   * undefined when unknown (end: also while held). */
+  start?: Date;
+  end?: Date;
+  ending: TermEnding;
+  /** A revocation's reason. */
+  reason: string;
+  /** Fenced writes of the built-in store under the term's token. */
+  writesAccepted: bigint;
+  writesRefused: bigint;
+  /** Start and end in cluster time, in milliseconds (end 0 while held):
+   * the time the cluster decides by. */
+  clusterStartMs: number;
+  clusterEndMs: number;
+}
+
+/** HistoryOptions narrow what Client.history returns. */
+export interface HistoryOptions extends CallOptions {
+  /** Leave out the terms that ended before since. */
+  since?: Date;
+  /** At most this many terms, the newest. */
+  limit?: number;
 }
 
 /** LeaseRef names one grant. */
@@ -344,6 +384,31 @@ function leaseFromProto(p: PbLease | undefined, sentAt: number): Lease {
     remainingMs: durationToMs(p?.remaining),
     sentAt,
     lockDelayMs: durationToMs(p?.lockDelay),
+  };
+}
+
+const endings: Partial<Record<Term_Ending, TermEnding>> = {
+  [Term_Ending.RELEASED]: "released",
+  [Term_Ending.EXPIRED]: "expired",
+  [Term_Ending.REVOKED]: "revoked",
+  [Term_Ending.HANDED_OFF]: "handed_off",
+};
+
+function termFromProto(p: PbTerm): Term {
+  return {
+    name: p.name,
+    holder: p.holder,
+    token: p.token,
+    principal: p.principal,
+    limit: p.limit,
+    start: p.startTime ? timestampDate(p.startTime) : undefined,
+    end: p.endTime ? timestampDate(p.endTime) : undefined,
+    ending: endings[p.ending] ?? "held",
+    reason: p.reason,
+    writesAccepted: p.writesAccepted,
+    writesRefused: p.writesRefused,
+    clusterStartMs: durationToMs(p.clusterStart),
+    clusterEndMs: durationToMs(p.clusterEnd),
   };
 }
 
@@ -718,6 +783,21 @@ export class Client {
       ep.lease.revoke({ name, token, reason, requestId }, { signal }),
     );
     return res.revoked.map((l) => leaseFromProto(l, sentAt));
+  }
+
+  /**
+   * history returns the kept terms of name, newest first: every term
+   * still held and, of the ended ones, as many and as recent as the
+   * cluster keeps (tenured --history-terms, --history-age). opts.since
+   * leaves out the terms that ended before it; opts.limit keeps the
+   * newest. The history is replicated: it survives restarts and
+   * failovers. A name with no kept term gives [].
+   */
+  async history(name: string, opts?: HistoryOptions): Promise<Term[]> {
+    const since = opts?.since ? timestampFromDate(opts.since) : undefined;
+    const limit = opts?.limit && opts.limit > 0 ? opts.limit : 0;
+    const { res } = await this.unary(RetryPolicy.Always, opts, (ep, signal) => ep.lease.history({ name, since, limit }, { signal }));
+    return res.terms.map(termFromProto);
   }
 
   /** get returns the live grant of name, or throws a NotFoundError. */

@@ -14,6 +14,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -89,6 +90,65 @@ func (x WatchEvent_Type) Number() protoreflect.EnumNumber {
 // Deprecated: Use WatchEvent_Type.Descriptor instead.
 func (WatchEvent_Type) EnumDescriptor() ([]byte, []int) {
 	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{18, 0}
+}
+
+type Term_Ending int32
+
+const (
+	// The term has not ended: its grant is held (or expired and not yet
+	// freed).
+	Term_ENDING_UNSPECIFIED Term_Ending = 0
+	Term_ENDING_RELEASED    Term_Ending = 1
+	Term_ENDING_EXPIRED     Term_Ending = 2
+	// An operator revoked it; reason says why.
+	Term_ENDING_REVOKED Term_Ending = 3
+	// Its holder handed the name over (reserved for election handoff).
+	Term_ENDING_HANDED_OFF Term_Ending = 4
+)
+
+// Enum value maps for Term_Ending.
+var (
+	Term_Ending_name = map[int32]string{
+		0: "ENDING_UNSPECIFIED",
+		1: "ENDING_RELEASED",
+		2: "ENDING_EXPIRED",
+		3: "ENDING_REVOKED",
+		4: "ENDING_HANDED_OFF",
+	}
+	Term_Ending_value = map[string]int32{
+		"ENDING_UNSPECIFIED": 0,
+		"ENDING_RELEASED":    1,
+		"ENDING_EXPIRED":     2,
+		"ENDING_REVOKED":     3,
+		"ENDING_HANDED_OFF":  4,
+	}
+)
+
+func (x Term_Ending) Enum() *Term_Ending {
+	p := new(Term_Ending)
+	*p = x
+	return p
+}
+
+func (x Term_Ending) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Term_Ending) Descriptor() protoreflect.EnumDescriptor {
+	return file_tenure_v1_tenure_proto_enumTypes[1].Descriptor()
+}
+
+func (Term_Ending) Type() protoreflect.EnumType {
+	return &file_tenure_v1_tenure_proto_enumTypes[1]
+}
+
+func (x Term_Ending) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Term_Ending.Descriptor instead.
+func (Term_Ending) EnumDescriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{21, 0}
 }
 
 // Lease is one grant of a named lease.
@@ -1361,6 +1421,294 @@ func (x *WatchResponse) GetEvent() *WatchEvent {
 	return nil
 }
 
+// HistoryRequest asks for the kept terms of one name (docs/history.md).
+type HistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Only the terms held at or after since: still held, ended at or after
+	// it, or with an unknown end time. Unset: every kept term.
+	Since *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	// At most this many terms, the newest. 0: every kept term.
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryRequest) Reset() {
+	*x = HistoryRequest{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryRequest) ProtoMessage() {}
+
+func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
+func (*HistoryRequest) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *HistoryRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HistoryRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *HistoryRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// Term is one grant of a name, from its start to its end, as the lease
+// history keeps it.
+type Term struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Holder string                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	Token  uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	// The authenticated principal that acquired it ("" without auth).
+	Principal string `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The semaphore limit of the grant, 0 for a plain lease.
+	Limit uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Start and end on the leader's wall clock when it applied them, for
+	// people to read: nothing is decided by them. Unset when unknown (end:
+	// also while held). An expiry's end is the grant's expiry time.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	Ending    Term_Ending            `protobuf:"varint,8,opt,name=ending,proto3,enum=tenure.v1.Term_Ending" json:"ending,omitempty"`
+	// The revocation's reason.
+	Reason string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Fenced writes of the built-in store (Put, Delete) under this term's
+	// token: accepted, and refused.
+	WritesAccepted uint64 `protobuf:"varint,10,opt,name=writes_accepted,json=writesAccepted,proto3" json:"writes_accepted,omitempty"`
+	WritesRefused  uint64 `protobuf:"varint,11,opt,name=writes_refused,json=writesRefused,proto3" json:"writes_refused,omitempty"`
+	// Start and end in cluster time (the cluster's own timeline, which
+	// decides expiry and retention); end is unset while held.
+	ClusterStart  *durationpb.Duration `protobuf:"bytes,12,opt,name=cluster_start,json=clusterStart,proto3" json:"cluster_start,omitempty"`
+	ClusterEnd    *durationpb.Duration `protobuf:"bytes,13,opt,name=cluster_end,json=clusterEnd,proto3" json:"cluster_end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Term) Reset() {
+	*x = Term{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Term) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Term) ProtoMessage() {}
+
+func (x *Term) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Term.ProtoReflect.Descriptor instead.
+func (*Term) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Term) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Term) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *Term) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *Term) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Term) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *Term) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *Term) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *Term) GetEnding() Term_Ending {
+	if x != nil {
+		return x.Ending
+	}
+	return Term_ENDING_UNSPECIFIED
+}
+
+func (x *Term) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Term) GetWritesAccepted() uint64 {
+	if x != nil {
+		return x.WritesAccepted
+	}
+	return 0
+}
+
+func (x *Term) GetWritesRefused() uint64 {
+	if x != nil {
+		return x.WritesRefused
+	}
+	return 0
+}
+
+func (x *Term) GetClusterStart() *durationpb.Duration {
+	if x != nil {
+		return x.ClusterStart
+	}
+	return nil
+}
+
+func (x *Term) GetClusterEnd() *durationpb.Duration {
+	if x != nil {
+		return x.ClusterEnd
+	}
+	return nil
+}
+
+type HistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The terms, newest first (by start).
+	Terms []*Term `protobuf:"bytes,1,rep,name=terms,proto3" json:"terms,omitempty"`
+	// The retention in force: terms kept per name (held ones besides) and
+	// for how long after each ended.
+	RetentionTerms uint32               `protobuf:"varint,2,opt,name=retention_terms,json=retentionTerms,proto3" json:"retention_terms,omitempty"`
+	RetentionAge   *durationpb.Duration `protobuf:"bytes,3,opt,name=retention_age,json=retentionAge,proto3" json:"retention_age,omitempty"`
+	// Cluster time of the read.
+	ClusterNow    *durationpb.Duration `protobuf:"bytes,4,opt,name=cluster_now,json=clusterNow,proto3" json:"cluster_now,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryResponse) Reset() {
+	*x = HistoryResponse{}
+	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryResponse) ProtoMessage() {}
+
+func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
+func (*HistoryResponse) Descriptor() ([]byte, []int) {
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *HistoryResponse) GetTerms() []*Term {
+	if x != nil {
+		return x.Terms
+	}
+	return nil
+}
+
+func (x *HistoryResponse) GetRetentionTerms() uint32 {
+	if x != nil {
+		return x.RetentionTerms
+	}
+	return 0
+}
+
+func (x *HistoryResponse) GetRetentionAge() *durationpb.Duration {
+	if x != nil {
+		return x.RetentionAge
+	}
+	return nil
+}
+
+func (x *HistoryResponse) GetClusterNow() *durationpb.Duration {
+	if x != nil {
+		return x.ClusterNow
+	}
+	return nil
+}
+
 type BatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ops           []*BatchOp             `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
@@ -1370,7 +1718,7 @@ type BatchRequest struct {
 
 func (x *BatchRequest) Reset() {
 	*x = BatchRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1730,7 @@ func (x *BatchRequest) String() string {
 func (*BatchRequest) ProtoMessage() {}
 
 func (x *BatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[20]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1743,7 @@ func (x *BatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRequest.ProtoReflect.Descriptor instead.
 func (*BatchRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{20}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BatchRequest) GetOps() []*BatchOp {
@@ -1423,7 +1771,7 @@ type BatchOp struct {
 
 func (x *BatchOp) Reset() {
 	*x = BatchOp{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1783,7 @@ func (x *BatchOp) String() string {
 func (*BatchOp) ProtoMessage() {}
 
 func (x *BatchOp) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[21]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1796,7 @@ func (x *BatchOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchOp.ProtoReflect.Descriptor instead.
 func (*BatchOp) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{21}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BatchOp) GetOp() isBatchOp_Op {
@@ -1552,7 +1900,7 @@ type BatchError struct {
 
 func (x *BatchError) Reset() {
 	*x = BatchError{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1912,7 @@ func (x *BatchError) String() string {
 func (*BatchError) ProtoMessage() {}
 
 func (x *BatchError) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[22]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1925,7 @@ func (x *BatchError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchError.ProtoReflect.Descriptor instead.
 func (*BatchError) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{22}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BatchError) GetCode() uint32 {
@@ -1618,7 +1966,7 @@ type BatchResult struct {
 
 func (x *BatchResult) Reset() {
 	*x = BatchResult{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1978,7 @@ func (x *BatchResult) String() string {
 func (*BatchResult) ProtoMessage() {}
 
 func (x *BatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[23]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1991,7 @@ func (x *BatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
 func (*BatchResult) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{23}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BatchResult) GetResult() isBatchResult_Result {
@@ -1757,7 +2105,7 @@ type BatchResponse struct {
 
 func (x *BatchResponse) Reset() {
 	*x = BatchResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +2117,7 @@ func (x *BatchResponse) String() string {
 func (*BatchResponse) ProtoMessage() {}
 
 func (x *BatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[24]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +2130,7 @@ func (x *BatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResponse.ProtoReflect.Descriptor instead.
 func (*BatchResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{24}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BatchResponse) GetResults() []*BatchResult {
@@ -1809,7 +2157,7 @@ type KVPutRequest struct {
 
 func (x *KVPutRequest) Reset() {
 	*x = KVPutRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +2169,7 @@ func (x *KVPutRequest) String() string {
 func (*KVPutRequest) ProtoMessage() {}
 
 func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[25]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +2182,7 @@ func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutRequest.ProtoReflect.Descriptor instead.
 func (*KVPutRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{25}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KVPutRequest) GetKey() string {
@@ -1881,7 +2229,7 @@ type KVPutResponse struct {
 
 func (x *KVPutResponse) Reset() {
 	*x = KVPutResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +2241,7 @@ func (x *KVPutResponse) String() string {
 func (*KVPutResponse) ProtoMessage() {}
 
 func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[26]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2254,7 @@ func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutResponse.ProtoReflect.Descriptor instead.
 func (*KVPutResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{26}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *KVPutResponse) GetRevision() uint64 {
@@ -1925,7 +2273,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2285,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[27]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2298,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{27}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *KVGetRequest) GetKey() string {
@@ -1976,7 +2324,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2336,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[28]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2349,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{28}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *KVGetResponse) GetKey() string {
@@ -2053,7 +2401,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2413,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[29]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2426,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{29}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -2128,7 +2476,7 @@ type KVListRequest struct {
 
 func (x *KVListRequest) Reset() {
 	*x = KVListRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2488,7 @@ func (x *KVListRequest) String() string {
 func (*KVListRequest) ProtoMessage() {}
 
 func (x *KVListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[30]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2501,7 @@ func (x *KVListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVListRequest.ProtoReflect.Descriptor instead.
 func (*KVListRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{30}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *KVListRequest) GetPrefix() string {
@@ -2180,7 +2528,7 @@ type KVListResponse struct {
 
 func (x *KVListResponse) Reset() {
 	*x = KVListResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2540,7 @@ func (x *KVListResponse) String() string {
 func (*KVListResponse) ProtoMessage() {}
 
 func (x *KVListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[31]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2553,7 @@ func (x *KVListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVListResponse.ProtoReflect.Descriptor instead.
 func (*KVListResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{31}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *KVListResponse) GetEntries() []*KVEntry {
@@ -2230,7 +2578,7 @@ type KVDeleteRequest struct {
 
 func (x *KVDeleteRequest) Reset() {
 	*x = KVDeleteRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2590,7 @@ func (x *KVDeleteRequest) String() string {
 func (*KVDeleteRequest) ProtoMessage() {}
 
 func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[32]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2603,7 @@ func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteRequest.ProtoReflect.Descriptor instead.
 func (*KVDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{32}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *KVDeleteRequest) GetKey() string {
@@ -2295,7 +2643,7 @@ type KVDeleteResponse struct {
 
 func (x *KVDeleteResponse) Reset() {
 	*x = KVDeleteResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2655,7 @@ func (x *KVDeleteResponse) String() string {
 func (*KVDeleteResponse) ProtoMessage() {}
 
 func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[33]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2668,7 @@ func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteResponse.ProtoReflect.Descriptor instead.
 func (*KVDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{33}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *KVDeleteResponse) GetRevision() uint64 {
@@ -2349,7 +2697,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2709,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[34]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2722,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{34}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Member) GetId() string {
@@ -2427,7 +2775,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2787,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[35]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2800,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{35}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{38}
 }
 
 type StatusResponse struct {
@@ -2502,7 +2850,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2862,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[36]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2875,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{36}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2690,7 +3038,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +3050,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[37]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +3063,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{37}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -2770,7 +3118,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2782,7 +3130,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[38]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2795,7 +3143,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{38}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *JoinResponse) GetMembers() []*Member {
@@ -2828,7 +3176,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3188,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[39]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3201,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{39}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LeaveRequest) GetNodeId() string {
@@ -2871,7 +3219,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3231,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[40]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3244,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{40}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{43}
 }
 
 type TransferLeadershipRequest struct {
@@ -2909,7 +3257,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3269,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[41]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3282,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{41}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TransferLeadershipRequest) GetNodeId() string {
@@ -2953,7 +3301,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[42]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2965,7 +3313,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[42]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2978,7 +3326,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{42}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2996,7 +3344,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[43]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3356,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[43]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3369,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{43}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{46}
 }
 
 // One piece of a backup of the cluster's state. The chunks of the stream,
@@ -3038,7 +3386,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_tenure_v1_tenure_proto_msgTypes[44]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3398,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tenure_v1_tenure_proto_msgTypes[44]
+	mi := &file_tenure_v1_tenure_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3411,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{44}
+	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SnapshotResponse) GetChunk() []byte {
@@ -3077,7 +3425,7 @@ var File_tenure_v1_tenure_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/tenure.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\"\xff\x01\n" +
+	"\x16tenure/v1/tenure.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xff\x01\n" +
 	"\x05Lease\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
@@ -3173,7 +3521,40 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\fTYPE_EXPIRED\x10\x05\x12\x10\n" +
 	"\fTYPE_REVOKED\x10\x06\"<\n" +
 	"\rWatchResponse\x12+\n" +
-	"\x05event\x18\x01 \x01(\v2\x15.tenure.v1.WatchEventR\x05event\"4\n" +
+	"\x05event\x18\x01 \x01(\v2\x15.tenure.v1.WatchEventR\x05event\"l\n" +
+	"\x0eHistoryRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\xf8\x04\n" +
+	"\x04Term\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x1c\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\x129\n" +
+	"\n" +
+	"start_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12.\n" +
+	"\x06ending\x18\b \x01(\x0e2\x16.tenure.v1.Term.EndingR\x06ending\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12'\n" +
+	"\x0fwrites_accepted\x18\n" +
+	" \x01(\x04R\x0ewritesAccepted\x12%\n" +
+	"\x0ewrites_refused\x18\v \x01(\x04R\rwritesRefused\x12>\n" +
+	"\rcluster_start\x18\f \x01(\v2\x19.google.protobuf.DurationR\fclusterStart\x12:\n" +
+	"\vcluster_end\x18\r \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"clusterEnd\"t\n" +
+	"\x06Ending\x12\x16\n" +
+	"\x12ENDING_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fENDING_RELEASED\x10\x01\x12\x12\n" +
+	"\x0eENDING_EXPIRED\x10\x02\x12\x12\n" +
+	"\x0eENDING_REVOKED\x10\x03\x12\x15\n" +
+	"\x11ENDING_HANDED_OFF\x10\x04\"\xdd\x01\n" +
+	"\x0fHistoryResponse\x12%\n" +
+	"\x05terms\x18\x01 \x03(\v2\x0f.tenure.v1.TermR\x05terms\x12'\n" +
+	"\x0fretention_terms\x18\x02 \x01(\rR\x0eretentionTerms\x12>\n" +
+	"\rretention_age\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\fretentionAge\x12:\n" +
+	"\vcluster_now\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"clusterNow\"4\n" +
 	"\fBatchRequest\x12$\n" +
 	"\x03ops\x18\x01 \x03(\v2\x12.tenure.v1.BatchOpR\x03ops\"\x91\x02\n" +
 	"\aBatchOp\x125\n" +
@@ -3292,7 +3673,7 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x11\n" +
 	"\x0fSnapshotRequest\"(\n" +
 	"\x10SnapshotResponse\x12\x14\n" +
-	"\x05chunk\x18\x01 \x01(\fR\x05chunk2\x8c\x04\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk2\xd3\x04\n" +
 	"\fLeaseService\x12B\n" +
 	"\aAcquire\x12\x19.tenure.v1.AcquireRequest\x1a\x1a.tenure.v1.AcquireResponse\"\x00\x12<\n" +
 	"\x05Renew\x12\x17.tenure.v1.RenewRequest\x1a\x18.tenure.v1.RenewResponse\"\x00\x12B\n" +
@@ -3300,7 +3681,8 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x03Get\x12\x15.tenure.v1.GetRequest\x1a\x16.tenure.v1.GetResponse\"\x03\x90\x02\x01\x12<\n" +
 	"\x04List\x12\x16.tenure.v1.ListRequest\x1a\x17.tenure.v1.ListResponse\"\x03\x90\x02\x01\x12>\n" +
 	"\x05Watch\x12\x17.tenure.v1.WatchRequest\x1a\x18.tenure.v1.WatchResponse\"\x000\x01\x12?\n" +
-	"\x06Revoke\x12\x18.tenure.v1.RevokeRequest\x1a\x19.tenure.v1.RevokeResponse\"\x00\x12<\n" +
+	"\x06Revoke\x12\x18.tenure.v1.RevokeRequest\x1a\x19.tenure.v1.RevokeResponse\"\x00\x12E\n" +
+	"\aHistory\x12\x19.tenure.v1.HistoryRequest\x1a\x1a.tenure.v1.HistoryResponse\"\x03\x90\x02\x01\x12<\n" +
 	"\x05Batch\x12\x17.tenure.v1.BatchRequest\x1a\x18.tenure.v1.BatchResponse\"\x002\x8d\x02\n" +
 	"\tKVService\x12:\n" +
 	"\x03Put\x12\x17.tenure.v1.KVPutRequest\x1a\x18.tenure.v1.KVPutResponse\"\x00\x12=\n" +
@@ -3326,143 +3708,159 @@ func file_tenure_v1_tenure_proto_rawDescGZIP() []byte {
 	return file_tenure_v1_tenure_proto_rawDescData
 }
 
-var file_tenure_v1_tenure_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_tenure_v1_tenure_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_tenure_v1_tenure_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_tenure_v1_tenure_proto_goTypes = []any{
 	(WatchEvent_Type)(0),               // 0: tenure.v1.WatchEvent.Type
-	(*Lease)(nil),                      // 1: tenure.v1.Lease
-	(*ErrorDetail)(nil),                // 2: tenure.v1.ErrorDetail
-	(*RequestID)(nil),                  // 3: tenure.v1.RequestID
-	(*AcquireRequest)(nil),             // 4: tenure.v1.AcquireRequest
-	(*AcquireResponse)(nil),            // 5: tenure.v1.AcquireResponse
-	(*LeaseRef)(nil),                   // 6: tenure.v1.LeaseRef
-	(*RenewRequest)(nil),               // 7: tenure.v1.RenewRequest
-	(*RenewResult)(nil),                // 8: tenure.v1.RenewResult
-	(*RenewResponse)(nil),              // 9: tenure.v1.RenewResponse
-	(*ReleaseRequest)(nil),             // 10: tenure.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),            // 11: tenure.v1.ReleaseResponse
-	(*RevokeRequest)(nil),              // 12: tenure.v1.RevokeRequest
-	(*RevokeResponse)(nil),             // 13: tenure.v1.RevokeResponse
-	(*GetRequest)(nil),                 // 14: tenure.v1.GetRequest
-	(*GetResponse)(nil),                // 15: tenure.v1.GetResponse
-	(*ListRequest)(nil),                // 16: tenure.v1.ListRequest
-	(*ListResponse)(nil),               // 17: tenure.v1.ListResponse
-	(*WatchRequest)(nil),               // 18: tenure.v1.WatchRequest
-	(*WatchEvent)(nil),                 // 19: tenure.v1.WatchEvent
-	(*WatchResponse)(nil),              // 20: tenure.v1.WatchResponse
-	(*BatchRequest)(nil),               // 21: tenure.v1.BatchRequest
-	(*BatchOp)(nil),                    // 22: tenure.v1.BatchOp
-	(*BatchError)(nil),                 // 23: tenure.v1.BatchError
-	(*BatchResult)(nil),                // 24: tenure.v1.BatchResult
-	(*BatchResponse)(nil),              // 25: tenure.v1.BatchResponse
-	(*KVPutRequest)(nil),               // 26: tenure.v1.KVPutRequest
-	(*KVPutResponse)(nil),              // 27: tenure.v1.KVPutResponse
-	(*KVGetRequest)(nil),               // 28: tenure.v1.KVGetRequest
-	(*KVGetResponse)(nil),              // 29: tenure.v1.KVGetResponse
-	(*KVEntry)(nil),                    // 30: tenure.v1.KVEntry
-	(*KVListRequest)(nil),              // 31: tenure.v1.KVListRequest
-	(*KVListResponse)(nil),             // 32: tenure.v1.KVListResponse
-	(*KVDeleteRequest)(nil),            // 33: tenure.v1.KVDeleteRequest
-	(*KVDeleteResponse)(nil),           // 34: tenure.v1.KVDeleteResponse
-	(*Member)(nil),                     // 35: tenure.v1.Member
-	(*StatusRequest)(nil),              // 36: tenure.v1.StatusRequest
-	(*StatusResponse)(nil),             // 37: tenure.v1.StatusResponse
-	(*JoinRequest)(nil),                // 38: tenure.v1.JoinRequest
-	(*JoinResponse)(nil),               // 39: tenure.v1.JoinResponse
-	(*LeaveRequest)(nil),               // 40: tenure.v1.LeaveRequest
-	(*LeaveResponse)(nil),              // 41: tenure.v1.LeaveResponse
-	(*TransferLeadershipRequest)(nil),  // 42: tenure.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 43: tenure.v1.TransferLeadershipResponse
-	(*SnapshotRequest)(nil),            // 44: tenure.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),           // 45: tenure.v1.SnapshotResponse
-	(*durationpb.Duration)(nil),        // 46: google.protobuf.Duration
+	(Term_Ending)(0),                   // 1: tenure.v1.Term.Ending
+	(*Lease)(nil),                      // 2: tenure.v1.Lease
+	(*ErrorDetail)(nil),                // 3: tenure.v1.ErrorDetail
+	(*RequestID)(nil),                  // 4: tenure.v1.RequestID
+	(*AcquireRequest)(nil),             // 5: tenure.v1.AcquireRequest
+	(*AcquireResponse)(nil),            // 6: tenure.v1.AcquireResponse
+	(*LeaseRef)(nil),                   // 7: tenure.v1.LeaseRef
+	(*RenewRequest)(nil),               // 8: tenure.v1.RenewRequest
+	(*RenewResult)(nil),                // 9: tenure.v1.RenewResult
+	(*RenewResponse)(nil),              // 10: tenure.v1.RenewResponse
+	(*ReleaseRequest)(nil),             // 11: tenure.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),            // 12: tenure.v1.ReleaseResponse
+	(*RevokeRequest)(nil),              // 13: tenure.v1.RevokeRequest
+	(*RevokeResponse)(nil),             // 14: tenure.v1.RevokeResponse
+	(*GetRequest)(nil),                 // 15: tenure.v1.GetRequest
+	(*GetResponse)(nil),                // 16: tenure.v1.GetResponse
+	(*ListRequest)(nil),                // 17: tenure.v1.ListRequest
+	(*ListResponse)(nil),               // 18: tenure.v1.ListResponse
+	(*WatchRequest)(nil),               // 19: tenure.v1.WatchRequest
+	(*WatchEvent)(nil),                 // 20: tenure.v1.WatchEvent
+	(*WatchResponse)(nil),              // 21: tenure.v1.WatchResponse
+	(*HistoryRequest)(nil),             // 22: tenure.v1.HistoryRequest
+	(*Term)(nil),                       // 23: tenure.v1.Term
+	(*HistoryResponse)(nil),            // 24: tenure.v1.HistoryResponse
+	(*BatchRequest)(nil),               // 25: tenure.v1.BatchRequest
+	(*BatchOp)(nil),                    // 26: tenure.v1.BatchOp
+	(*BatchError)(nil),                 // 27: tenure.v1.BatchError
+	(*BatchResult)(nil),                // 28: tenure.v1.BatchResult
+	(*BatchResponse)(nil),              // 29: tenure.v1.BatchResponse
+	(*KVPutRequest)(nil),               // 30: tenure.v1.KVPutRequest
+	(*KVPutResponse)(nil),              // 31: tenure.v1.KVPutResponse
+	(*KVGetRequest)(nil),               // 32: tenure.v1.KVGetRequest
+	(*KVGetResponse)(nil),              // 33: tenure.v1.KVGetResponse
+	(*KVEntry)(nil),                    // 34: tenure.v1.KVEntry
+	(*KVListRequest)(nil),              // 35: tenure.v1.KVListRequest
+	(*KVListResponse)(nil),             // 36: tenure.v1.KVListResponse
+	(*KVDeleteRequest)(nil),            // 37: tenure.v1.KVDeleteRequest
+	(*KVDeleteResponse)(nil),           // 38: tenure.v1.KVDeleteResponse
+	(*Member)(nil),                     // 39: tenure.v1.Member
+	(*StatusRequest)(nil),              // 40: tenure.v1.StatusRequest
+	(*StatusResponse)(nil),             // 41: tenure.v1.StatusResponse
+	(*JoinRequest)(nil),                // 42: tenure.v1.JoinRequest
+	(*JoinResponse)(nil),               // 43: tenure.v1.JoinResponse
+	(*LeaveRequest)(nil),               // 44: tenure.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 45: tenure.v1.LeaveResponse
+	(*TransferLeadershipRequest)(nil),  // 46: tenure.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 47: tenure.v1.TransferLeadershipResponse
+	(*SnapshotRequest)(nil),            // 48: tenure.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),           // 49: tenure.v1.SnapshotResponse
+	(*durationpb.Duration)(nil),        // 50: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),      // 51: google.protobuf.Timestamp
 }
 var file_tenure_v1_tenure_proto_depIdxs = []int32{
-	46, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	46, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
-	46, // 2: tenure.v1.Lease.lock_delay:type_name -> google.protobuf.Duration
-	46, // 3: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
-	46, // 4: tenure.v1.ErrorDetail.ended:type_name -> google.protobuf.Duration
-	46, // 5: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	46, // 6: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
-	3,  // 7: tenure.v1.AcquireRequest.request_id:type_name -> tenure.v1.RequestID
-	46, // 8: tenure.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
-	1,  // 9: tenure.v1.AcquireResponse.lease:type_name -> tenure.v1.Lease
-	46, // 10: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
-	6,  // 11: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
-	3,  // 12: tenure.v1.RenewRequest.request_id:type_name -> tenure.v1.RequestID
-	1,  // 13: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
-	8,  // 14: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
-	3,  // 15: tenure.v1.ReleaseRequest.request_id:type_name -> tenure.v1.RequestID
-	3,  // 16: tenure.v1.RevokeRequest.request_id:type_name -> tenure.v1.RequestID
-	1,  // 17: tenure.v1.RevokeResponse.revoked:type_name -> tenure.v1.Lease
-	1,  // 18: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
-	1,  // 19: tenure.v1.GetResponse.slots:type_name -> tenure.v1.Lease
-	1,  // 20: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
+	50, // 0: tenure.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	50, // 1: tenure.v1.Lease.remaining:type_name -> google.protobuf.Duration
+	50, // 2: tenure.v1.Lease.lock_delay:type_name -> google.protobuf.Duration
+	50, // 3: tenure.v1.ErrorDetail.remaining:type_name -> google.protobuf.Duration
+	50, // 4: tenure.v1.ErrorDetail.ended:type_name -> google.protobuf.Duration
+	50, // 5: tenure.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	50, // 6: tenure.v1.AcquireRequest.wait_timeout:type_name -> google.protobuf.Duration
+	4,  // 7: tenure.v1.AcquireRequest.request_id:type_name -> tenure.v1.RequestID
+	50, // 8: tenure.v1.AcquireRequest.lock_delay:type_name -> google.protobuf.Duration
+	2,  // 9: tenure.v1.AcquireResponse.lease:type_name -> tenure.v1.Lease
+	50, // 10: tenure.v1.LeaseRef.ttl:type_name -> google.protobuf.Duration
+	7,  // 11: tenure.v1.RenewRequest.leases:type_name -> tenure.v1.LeaseRef
+	4,  // 12: tenure.v1.RenewRequest.request_id:type_name -> tenure.v1.RequestID
+	2,  // 13: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
+	9,  // 14: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
+	4,  // 15: tenure.v1.ReleaseRequest.request_id:type_name -> tenure.v1.RequestID
+	4,  // 16: tenure.v1.RevokeRequest.request_id:type_name -> tenure.v1.RequestID
+	2,  // 17: tenure.v1.RevokeResponse.revoked:type_name -> tenure.v1.Lease
+	2,  // 18: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
+	2,  // 19: tenure.v1.GetResponse.slots:type_name -> tenure.v1.Lease
+	2,  // 20: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
 	0,  // 21: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
-	1,  // 22: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
-	19, // 23: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
-	22, // 24: tenure.v1.BatchRequest.ops:type_name -> tenure.v1.BatchOp
-	4,  // 25: tenure.v1.BatchOp.acquire:type_name -> tenure.v1.AcquireRequest
-	7,  // 26: tenure.v1.BatchOp.renew:type_name -> tenure.v1.RenewRequest
-	10, // 27: tenure.v1.BatchOp.release:type_name -> tenure.v1.ReleaseRequest
-	26, // 28: tenure.v1.BatchOp.put:type_name -> tenure.v1.KVPutRequest
-	33, // 29: tenure.v1.BatchOp.delete:type_name -> tenure.v1.KVDeleteRequest
-	2,  // 30: tenure.v1.BatchError.detail:type_name -> tenure.v1.ErrorDetail
-	5,  // 31: tenure.v1.BatchResult.acquire:type_name -> tenure.v1.AcquireResponse
-	9,  // 32: tenure.v1.BatchResult.renew:type_name -> tenure.v1.RenewResponse
-	11, // 33: tenure.v1.BatchResult.release:type_name -> tenure.v1.ReleaseResponse
-	27, // 34: tenure.v1.BatchResult.put:type_name -> tenure.v1.KVPutResponse
-	34, // 35: tenure.v1.BatchResult.delete:type_name -> tenure.v1.KVDeleteResponse
-	23, // 36: tenure.v1.BatchResult.error:type_name -> tenure.v1.BatchError
-	24, // 37: tenure.v1.BatchResponse.results:type_name -> tenure.v1.BatchResult
-	3,  // 38: tenure.v1.KVPutRequest.request_id:type_name -> tenure.v1.RequestID
-	30, // 39: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
-	3,  // 40: tenure.v1.KVDeleteRequest.request_id:type_name -> tenure.v1.RequestID
-	46, // 41: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
-	35, // 42: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
-	46, // 43: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
-	46, // 44: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
-	35, // 45: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
-	4,  // 46: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
-	7,  // 47: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
-	10, // 48: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
-	14, // 49: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
-	16, // 50: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
-	18, // 51: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
-	12, // 52: tenure.v1.LeaseService.Revoke:input_type -> tenure.v1.RevokeRequest
-	21, // 53: tenure.v1.LeaseService.Batch:input_type -> tenure.v1.BatchRequest
-	26, // 54: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
-	28, // 55: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
-	33, // 56: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
-	31, // 57: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
-	36, // 58: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
-	38, // 59: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
-	40, // 60: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
-	42, // 61: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
-	44, // 62: tenure.v1.ClusterService.Snapshot:input_type -> tenure.v1.SnapshotRequest
-	5,  // 63: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
-	9,  // 64: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
-	11, // 65: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
-	15, // 66: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
-	17, // 67: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
-	20, // 68: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
-	13, // 69: tenure.v1.LeaseService.Revoke:output_type -> tenure.v1.RevokeResponse
-	25, // 70: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
-	27, // 71: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
-	29, // 72: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
-	34, // 73: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
-	32, // 74: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
-	37, // 75: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
-	39, // 76: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
-	41, // 77: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
-	43, // 78: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
-	45, // 79: tenure.v1.ClusterService.Snapshot:output_type -> tenure.v1.SnapshotResponse
-	63, // [63:80] is the sub-list for method output_type
-	46, // [46:63] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	2,  // 22: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
+	20, // 23: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
+	51, // 24: tenure.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
+	51, // 25: tenure.v1.Term.start_time:type_name -> google.protobuf.Timestamp
+	51, // 26: tenure.v1.Term.end_time:type_name -> google.protobuf.Timestamp
+	1,  // 27: tenure.v1.Term.ending:type_name -> tenure.v1.Term.Ending
+	50, // 28: tenure.v1.Term.cluster_start:type_name -> google.protobuf.Duration
+	50, // 29: tenure.v1.Term.cluster_end:type_name -> google.protobuf.Duration
+	23, // 30: tenure.v1.HistoryResponse.terms:type_name -> tenure.v1.Term
+	50, // 31: tenure.v1.HistoryResponse.retention_age:type_name -> google.protobuf.Duration
+	50, // 32: tenure.v1.HistoryResponse.cluster_now:type_name -> google.protobuf.Duration
+	26, // 33: tenure.v1.BatchRequest.ops:type_name -> tenure.v1.BatchOp
+	5,  // 34: tenure.v1.BatchOp.acquire:type_name -> tenure.v1.AcquireRequest
+	8,  // 35: tenure.v1.BatchOp.renew:type_name -> tenure.v1.RenewRequest
+	11, // 36: tenure.v1.BatchOp.release:type_name -> tenure.v1.ReleaseRequest
+	30, // 37: tenure.v1.BatchOp.put:type_name -> tenure.v1.KVPutRequest
+	37, // 38: tenure.v1.BatchOp.delete:type_name -> tenure.v1.KVDeleteRequest
+	3,  // 39: tenure.v1.BatchError.detail:type_name -> tenure.v1.ErrorDetail
+	6,  // 40: tenure.v1.BatchResult.acquire:type_name -> tenure.v1.AcquireResponse
+	10, // 41: tenure.v1.BatchResult.renew:type_name -> tenure.v1.RenewResponse
+	12, // 42: tenure.v1.BatchResult.release:type_name -> tenure.v1.ReleaseResponse
+	31, // 43: tenure.v1.BatchResult.put:type_name -> tenure.v1.KVPutResponse
+	38, // 44: tenure.v1.BatchResult.delete:type_name -> tenure.v1.KVDeleteResponse
+	27, // 45: tenure.v1.BatchResult.error:type_name -> tenure.v1.BatchError
+	28, // 46: tenure.v1.BatchResponse.results:type_name -> tenure.v1.BatchResult
+	4,  // 47: tenure.v1.KVPutRequest.request_id:type_name -> tenure.v1.RequestID
+	34, // 48: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
+	4,  // 49: tenure.v1.KVDeleteRequest.request_id:type_name -> tenure.v1.RequestID
+	50, // 50: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
+	39, // 51: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
+	50, // 52: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
+	50, // 53: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
+	39, // 54: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
+	5,  // 55: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
+	8,  // 56: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
+	11, // 57: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
+	15, // 58: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
+	17, // 59: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
+	19, // 60: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
+	13, // 61: tenure.v1.LeaseService.Revoke:input_type -> tenure.v1.RevokeRequest
+	22, // 62: tenure.v1.LeaseService.History:input_type -> tenure.v1.HistoryRequest
+	25, // 63: tenure.v1.LeaseService.Batch:input_type -> tenure.v1.BatchRequest
+	30, // 64: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
+	32, // 65: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
+	37, // 66: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
+	35, // 67: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
+	40, // 68: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
+	42, // 69: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
+	44, // 70: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
+	46, // 71: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
+	48, // 72: tenure.v1.ClusterService.Snapshot:input_type -> tenure.v1.SnapshotRequest
+	6,  // 73: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
+	10, // 74: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
+	12, // 75: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
+	16, // 76: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
+	18, // 77: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
+	21, // 78: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
+	14, // 79: tenure.v1.LeaseService.Revoke:output_type -> tenure.v1.RevokeResponse
+	24, // 80: tenure.v1.LeaseService.History:output_type -> tenure.v1.HistoryResponse
+	29, // 81: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
+	31, // 82: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
+	33, // 83: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
+	38, // 84: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
+	36, // 85: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
+	41, // 86: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
+	43, // 87: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
+	45, // 88: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
+	47, // 89: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
+	49, // 90: tenure.v1.ClusterService.Snapshot:output_type -> tenure.v1.SnapshotResponse
+	73, // [73:91] is the sub-list for method output_type
+	55, // [55:73] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_tenure_proto_init() }
@@ -3470,14 +3868,14 @@ func file_tenure_v1_tenure_proto_init() {
 	if File_tenure_v1_tenure_proto != nil {
 		return
 	}
-	file_tenure_v1_tenure_proto_msgTypes[21].OneofWrappers = []any{
+	file_tenure_v1_tenure_proto_msgTypes[24].OneofWrappers = []any{
 		(*BatchOp_Acquire)(nil),
 		(*BatchOp_Renew)(nil),
 		(*BatchOp_Release)(nil),
 		(*BatchOp_Put)(nil),
 		(*BatchOp_Delete)(nil),
 	}
-	file_tenure_v1_tenure_proto_msgTypes[23].OneofWrappers = []any{
+	file_tenure_v1_tenure_proto_msgTypes[26].OneofWrappers = []any{
 		(*BatchResult_Acquire)(nil),
 		(*BatchResult_Renew)(nil),
 		(*BatchResult_Release)(nil),
@@ -3490,8 +3888,8 @@ func file_tenure_v1_tenure_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tenure_v1_tenure_proto_rawDesc), len(file_tenure_v1_tenure_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   45,
+			NumEnums:      2,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -11,7 +11,8 @@ See README.md for the rules: stop acting when lease.done is set, and pass
 lease.token with every write.
 """
 
-from .client import KV, RETRY_ALWAYS, RETRY_UNSENT, Client, Grant, Member, RenewResult, Status, Watch, WatchEvent
+from .client import (KV, RETRY_ALWAYS, RETRY_UNSENT, Client, Grant, Member, RenewResult, Status, Term, Watch,
+                     WatchEvent)
 from .election import Leader, Observation, elect, observe
 from .errors import (CanceledError, DeadlineExceededError, DuplicateError, IndeterminateError,
                      InvalidArgumentError, LeaseHeldError, LostError, NotAppliedError, NotFoundError,
@@ -23,7 +24,7 @@ from .session import AT_RISK, HELD, LOST, RELEASED, Lease, Session, default_hold
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Grant", "KV", "Member", "RenewResult", "Status", "Watch", "WatchEvent",
+    "Client", "Grant", "KV", "Member", "RenewResult", "Status", "Term", "Watch", "WatchEvent",
     "RETRY_ALWAYS", "RETRY_UNSENT",
     "Session", "Lease", "default_holder", "HELD", "AT_RISK", "LOST", "RELEASED",
     "Leader", "Observation", "elect", "observe",

@@ -12,6 +12,7 @@ otherwise they raise IndeterminateError.
 """
 
 import base64
+import datetime
 import http.client
 import os
 import socket
@@ -55,6 +56,39 @@ class Grant:
     #: The grant's lock-delay in seconds (acquire's lock_delay), 0 for
     #: none.
     lock_delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Term:
+    """Term is one grant of a name in its history (Client.history): who
+    held it, with which token, from when to when, and how it ended.
+    start and end are the leader's wall clock (timezone-aware datetimes,
+    UTC; None when unknown, and end while held), for display; the cluster
+    decides by cluster_start and cluster_end (seconds of cluster time)."""
+    name: str
+    holder: str
+    token: int
+    #: "held" while the term lasts, else "released", "expired", "revoked"
+    #: or "handed_off".
+    ending: str
+    start: Optional[datetime.datetime] = None
+    end: Optional[datetime.datetime] = None
+    #: A revocation's reason.
+    reason: str = ""
+    #: The authenticated principal that acquired the grant ("" without
+    #: auth).
+    principal: str = ""
+    #: For a semaphore slot, its limit; 0 for a plain lease.
+    limit: int = 0
+    #: Fenced writes of the built-in store under the term's token.
+    writes_accepted: int = 0
+    writes_refused: int = 0
+    cluster_start: float = 0.0
+    cluster_end: float = 0.0
+
+    @property
+    def held(self) -> bool:
+        return self.ending == "held"
 
 
 @dataclass(frozen=True)
@@ -127,6 +161,37 @@ class Status:
 _EVENT_TYPES = {"TYPE_CURRENT": "current", "TYPE_SYNCED": "synced", "TYPE_GRANTED": "granted",
                 "TYPE_RELEASED": "released", "TYPE_EXPIRED": "expired", "TYPE_REVOKED": "revoked",
                 1: "current", 2: "synced", 3: "granted", 4: "released", 5: "expired", 6: "revoked"}
+
+
+_ENDINGS = {"ENDING_RELEASED": "released", "ENDING_EXPIRED": "expired", "ENDING_REVOKED": "revoked",
+            "ENDING_HANDED_OFF": "handed_off"}
+
+
+def _timestamp(v: Optional[str]) -> Optional[datetime.datetime]:
+    """_timestamp reads a protobuf JSON timestamp (RFC 3339, UTC, up to
+    nanoseconds) as an aware datetime (microseconds); None if absent."""
+    if not v:
+        return None
+    base, _, frac = v.rstrip("Z").partition(".")
+    t = datetime.datetime.strptime(base, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+    if frac:
+        t += datetime.timedelta(microseconds=int((frac + "000000")[:6]))
+    return t
+
+
+def _rfc3339(t: datetime.datetime) -> str:
+    if t.tzinfo is None:
+        raise ValueError("since must be timezone-aware (datetime.now(timezone.utc), not datetime.now())")
+    return t.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _term(p: Dict[str, Any]) -> Term:
+    return Term(name=p.get("name", ""), holder=p.get("holder", ""), token=u64(p.get("token")),
+                ending=_ENDINGS.get(p.get("ending", ""), "held"), start=_timestamp(_field(p, "start_time")),
+                end=_timestamp(_field(p, "end_time")), reason=p.get("reason", ""), principal=p.get("principal", ""),
+                limit=int(p.get("limit", 0)), writes_accepted=u64(_field(p, "writes_accepted")),
+                writes_refused=u64(_field(p, "writes_refused")), cluster_start=parse_duration(_field(p, "cluster_start")),
+                cluster_end=parse_duration(_field(p, "cluster_end")))
 
 
 def _grant(p: Optional[Dict[str, Any]], sent_at: float) -> Grant:
@@ -530,6 +595,23 @@ class Client:
         msg: Dict[str, Any] = {"name": name, "token": str(token), "reason": reason}
         res, sent = self._mutating(RETRY_ALWAYS, _LEASE + "Revoke", msg, timeout)
         return [_grant(g, sent) for g in res.get("revoked") or []]
+
+    def history(self, name: str, *, since: Optional[datetime.datetime] = None, limit: int = 0,
+                timeout: Optional[float] = None) -> List[Term]:
+        """history returns the kept terms of name, newest first: every term
+        still held and, of the ended ones, as many and as recent as the
+        cluster keeps (tenured --history-terms, --history-age). since (an
+        aware datetime) leaves out the terms that ended before it; limit,
+        if positive, keeps the newest limit terms. The history is
+        replicated: it survives restarts and failovers. A name with no
+        kept term gives []."""
+        msg: Dict[str, Any] = {"name": name}
+        if since is not None:
+            msg["since"] = _rfc3339(since)
+        if limit > 0:
+            msg["limit"] = limit
+        res, _ = self._unary(RETRY_ALWAYS, _LEASE + "History", msg, timeout)
+        return [_term(p) for p in res.get("terms") or []]
 
     def get(self, name: str, *, timeout: Optional[float] = None) -> Grant:
         """get returns the live grant of name, or raises NotFoundError."""

@@ -55,6 +55,8 @@ const (
 	LeaseServiceWatchProcedure = "/tenure.v1.LeaseService/Watch"
 	// LeaseServiceRevokeProcedure is the fully-qualified name of the LeaseService's Revoke RPC.
 	LeaseServiceRevokeProcedure = "/tenure.v1.LeaseService/Revoke"
+	// LeaseServiceHistoryProcedure is the fully-qualified name of the LeaseService's History RPC.
+	LeaseServiceHistoryProcedure = "/tenure.v1.LeaseService/History"
 	// LeaseServiceBatchProcedure is the fully-qualified name of the LeaseService's Batch RPC.
 	LeaseServiceBatchProcedure = "/tenure.v1.LeaseService/Batch"
 	// KVServicePutProcedure is the fully-qualified name of the KVService's Put RPC.
@@ -91,6 +93,10 @@ type LeaseServiceClient interface {
 	// (STALE_TOKEN with the reason); the next grant's token is larger, as
 	// always. A name with no such live grant is not_found.
 	Revoke(context.Context, *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error)
+	// History returns the recent terms of a name: who held it, with which
+	// token, from when to when, how each term ended, and its fenced writes.
+	// The history is replicated: it survives restarts and failovers.
+	History(context.Context, *connect.Request[v1.HistoryRequest]) (*connect.Response[v1.HistoryResponse], error)
 	// Batch carries several independent requests in one call: the Go client
 	// coalesces concurrent calls into one, so that many callers share one
 	// round trip and one raft entry. Each op is applied as if it had been sent
@@ -155,6 +161,13 @@ func NewLeaseServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(leaseServiceMethods.ByName("Revoke")),
 			connect.WithClientOptions(opts...),
 		),
+		history: connect.NewClient[v1.HistoryRequest, v1.HistoryResponse](
+			httpClient,
+			baseURL+LeaseServiceHistoryProcedure,
+			connect.WithSchema(leaseServiceMethods.ByName("History")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		batch: connect.NewClient[v1.BatchRequest, v1.BatchResponse](
 			httpClient,
 			baseURL+LeaseServiceBatchProcedure,
@@ -173,6 +186,7 @@ type leaseServiceClient struct {
 	list    *connect.Client[v1.ListRequest, v1.ListResponse]
 	watch   *connect.Client[v1.WatchRequest, v1.WatchResponse]
 	revoke  *connect.Client[v1.RevokeRequest, v1.RevokeResponse]
+	history *connect.Client[v1.HistoryRequest, v1.HistoryResponse]
 	batch   *connect.Client[v1.BatchRequest, v1.BatchResponse]
 }
 
@@ -211,6 +225,11 @@ func (c *leaseServiceClient) Revoke(ctx context.Context, req *connect.Request[v1
 	return c.revoke.CallUnary(ctx, req)
 }
 
+// History calls tenure.v1.LeaseService.History.
+func (c *leaseServiceClient) History(ctx context.Context, req *connect.Request[v1.HistoryRequest]) (*connect.Response[v1.HistoryResponse], error) {
+	return c.history.CallUnary(ctx, req)
+}
+
 // Batch calls tenure.v1.LeaseService.Batch.
 func (c *leaseServiceClient) Batch(ctx context.Context, req *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error) {
 	return c.batch.CallUnary(ctx, req)
@@ -229,6 +248,10 @@ type LeaseServiceHandler interface {
 	// (STALE_TOKEN with the reason); the next grant's token is larger, as
 	// always. A name with no such live grant is not_found.
 	Revoke(context.Context, *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error)
+	// History returns the recent terms of a name: who held it, with which
+	// token, from when to when, how each term ended, and its fenced writes.
+	// The history is replicated: it survives restarts and failovers.
+	History(context.Context, *connect.Request[v1.HistoryRequest]) (*connect.Response[v1.HistoryResponse], error)
 	// Batch carries several independent requests in one call: the Go client
 	// coalesces concurrent calls into one, so that many callers share one
 	// round trip and one raft entry. Each op is applied as if it had been sent
@@ -289,6 +312,13 @@ func NewLeaseServiceHandler(svc LeaseServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(leaseServiceMethods.ByName("Revoke")),
 		connect.WithHandlerOptions(opts...),
 	)
+	leaseServiceHistoryHandler := connect.NewUnaryHandler(
+		LeaseServiceHistoryProcedure,
+		svc.History,
+		connect.WithSchema(leaseServiceMethods.ByName("History")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	leaseServiceBatchHandler := connect.NewUnaryHandler(
 		LeaseServiceBatchProcedure,
 		svc.Batch,
@@ -311,6 +341,8 @@ func NewLeaseServiceHandler(svc LeaseServiceHandler, opts ...connect.HandlerOpti
 			leaseServiceWatchHandler.ServeHTTP(w, r)
 		case LeaseServiceRevokeProcedure:
 			leaseServiceRevokeHandler.ServeHTTP(w, r)
+		case LeaseServiceHistoryProcedure:
+			leaseServiceHistoryHandler.ServeHTTP(w, r)
 		case LeaseServiceBatchProcedure:
 			leaseServiceBatchHandler.ServeHTTP(w, r)
 		default:
@@ -348,6 +380,10 @@ func (UnimplementedLeaseServiceHandler) Watch(context.Context, *connect.Request[
 
 func (UnimplementedLeaseServiceHandler) Revoke(context.Context, *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.LeaseService.Revoke is not implemented"))
+}
+
+func (UnimplementedLeaseServiceHandler) History(context.Context, *connect.Request[v1.HistoryRequest]) (*connect.Response[v1.HistoryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tenure.v1.LeaseService.History is not implemented"))
 }
 
 func (UnimplementedLeaseServiceHandler) Batch(context.Context, *connect.Request[v1.BatchRequest]) (*connect.Response[v1.BatchResponse], error) {

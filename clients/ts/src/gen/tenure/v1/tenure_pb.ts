@@ -8,15 +8,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file tenure/v1/tenure.proto.
  */
 export const file_tenure_v1_tenure: GenFile = /*@__PURE__*/
-  fileDesc("ChZ0ZW51cmUvdjEvdGVudXJlLnByb3RvEgl0ZW51cmUudjEiyAEKBUxlYXNlEgwKBG5hbWUYASABKAkSDgoGaG9sZGVyGAIgASgJEg0KBXRva2VuGAMgASgEEiYKA3R0bBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIsCglyZW1haW5pbmcYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0SLQoKbG9ja19kZWxheRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLcAQoLRXJyb3JEZXRhaWwSDgoGcmVhc29uGAEgASgJEg4KBmhvbGRlchgCIAEoCRINCgV0b2tlbhgDIAEoBBIsCglyZW1haW5pbmcYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEbmFtZRgFIAEoCRINCgVsaW1pdBgGIAEoDRISCgpsb2NrX2RlbGF5GAcgASgIEhUKDXJldm9rZV9yZWFzb24YCCABKAkSKAoFZW5kZWQYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iOAoJUmVxdWVzdElEEg8KB3Nlc3Npb24YASABKAkSCwoDc2VxGAIgASgEEg0KBWZsb29yGAMgASgEIv0BCg5BY3F1aXJlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg4KBmhvbGRlchgCIAEoCRImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEd2FpdBgEIAEoCBIvCgx3YWl0X3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0SKAoKcmVxdWVzdF9pZBgHIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQSLQoKbG9ja19kZWxheRgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIyCg9BY3F1aXJlUmVzcG9uc2USHwoFbGVhc2UYASABKAsyEC50ZW51cmUudjEuTGVhc2UiTwoITGVhc2VSZWYSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iXQoMUmVuZXdSZXF1ZXN0EiMKBmxlYXNlcxgBIAMoCzITLnRlbnVyZS52MS5MZWFzZVJlZhIoCgpyZXF1ZXN0X2lkGAIgASgLMhQudGVudXJlLnYxLlJlcXVlc3RJRCKDAQoLUmVuZXdSZXN1bHQSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBIfCgVsZWFzZRgDIAEoCzIQLnRlbnVyZS52MS5MZWFzZRIOCgZyZWFzb24YBCABKAkSDwoHbWVzc2FnZRgFIAEoCRIVCg1yZXZva2VfcmVhc29uGAYgASgJIjgKDVJlbmV3UmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLnRlbnVyZS52MS5SZW5ld1Jlc3VsdCJXCg5SZWxlYXNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBXRva2VuGAIgASgEEigKCnJlcXVlc3RfaWQYAyABKAsyFC50ZW51cmUudjEuUmVxdWVzdElEIhEKD1JlbGVhc2VSZXNwb25zZSJmCg1SZXZva2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFdG9rZW4YAiABKAQSDgoGcmVhc29uGAMgASgJEigKCnJlcXVlc3RfaWQYBCABKAsyFC50ZW51cmUudjEuUmVxdWVzdElEIjMKDlJldm9rZVJlc3BvbnNlEiEKB3Jldm9rZWQYASADKAsyEC50ZW51cmUudjEuTGVhc2UiGgoKR2V0UmVxdWVzdBIMCgRuYW1lGAEgASgJIk8KC0dldFJlc3BvbnNlEh8KBWxlYXNlGAEgASgLMhAudGVudXJlLnYxLkxlYXNlEh8KBXNsb3RzGAIgAygLMhAudGVudXJlLnYxLkxlYXNlIh0KC0xpc3RSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSIwCgxMaXN0UmVzcG9uc2USIAoGbGVhc2VzGAEgAygLMhAudGVudXJlLnYxLkxlYXNlIh4KDFdhdGNoUmVxdWVzdBIOCgZwcmVmaXgYASABKAkigQIKCldhdGNoRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnRlbnVyZS52MS5XYXRjaEV2ZW50LlR5cGUSHwoFbGVhc2UYAiABKAsyEC50ZW51cmUudjEuTGVhc2USDQoFaW5kZXgYAyABKAQSDgoGcmVhc29uGAQgASgJIogBCgRUeXBlEhQKEFRZUEVfVU5TUEVDSUZJRUQQABIQCgxUWVBFX0NVUlJFTlQQARIPCgtUWVBFX1NZTkNFRBACEhAKDFRZUEVfR1JBTlRFRBADEhEKDVRZUEVfUkVMRUFTRUQQBBIQCgxUWVBFX0VYUElSRUQQBRIQCgxUWVBFX1JFVk9LRUQQBiI1Cg1XYXRjaFJlc3BvbnNlEiQKBWV2ZW50GAEgASgLMhUudGVudXJlLnYxLldhdGNoRXZlbnQiLwoMQmF0Y2hSZXF1ZXN0Eh8KA29wcxgBIAMoCzISLnRlbnVyZS52MS5CYXRjaE9wIusBCgdCYXRjaE9wEiwKB2FjcXVpcmUYASABKAsyGS50ZW51cmUudjEuQWNxdWlyZVJlcXVlc3RIABIoCgVyZW5ldxgCIAEoCzIXLnRlbnVyZS52MS5SZW5ld1JlcXVlc3RIABIsCgdyZWxlYXNlGAMgASgLMhkudGVudXJlLnYxLlJlbGVhc2VSZXF1ZXN0SAASJgoDcHV0GAQgASgLMhcudGVudXJlLnYxLktWUHV0UmVxdWVzdEgAEiwKBmRlbGV0ZRgFIAEoCzIaLnRlbnVyZS52MS5LVkRlbGV0ZVJlcXVlc3RIAEIECgJvcCJTCgpCYXRjaEVycm9yEgwKBGNvZGUYASABKA0SDwoHbWVzc2FnZRgCIAEoCRImCgZkZXRhaWwYAyABKAsyFi50ZW51cmUudjEuRXJyb3JEZXRhaWwioAIKC0JhdGNoUmVzdWx0Ei0KB2FjcXVpcmUYASABKAsyGi50ZW51cmUudjEuQWNxdWlyZVJlc3BvbnNlSAASKQoFcmVuZXcYAiABKAsyGC50ZW51cmUudjEuUmVuZXdSZXNwb25zZUgAEi0KB3JlbGVhc2UYAyABKAsyGi50ZW51cmUudjEuUmVsZWFzZVJlc3BvbnNlSAASJwoDcHV0GAQgASgLMhgudGVudXJlLnYxLktWUHV0UmVzcG9uc2VIABItCgZkZWxldGUYBSABKAsyGy50ZW51cmUudjEuS1ZEZWxldGVSZXNwb25zZUgAEiYKBWVycm9yGA8gASgLMhUudGVudXJlLnYxLkJhdGNoRXJyb3JIAEIICgZyZXN1bHQiOAoNQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYudGVudXJlLnYxLkJhdGNoUmVzdWx0InIKDEtWUHV0UmVxdWVzdBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAwSDQoFbGVhc2UYAyABKAkSDQoFdG9rZW4YBCABKAQSKAoKcmVxdWVzdF9pZBgFIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQiIQoNS1ZQdXRSZXNwb25zZRIQCghyZXZpc2lvbhgBIAEoBCIbCgxLVkdldFJlcXVlc3QSCwoDa2V5GAEgASgJIlsKDUtWR2V0UmVzcG9uc2USCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBXRva2VuGAMgASgEEg0KBWxlYXNlGAQgASgJEhAKCHJldmlzaW9uGAUgASgEIlUKB0tWRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBXRva2VuGAMgASgEEg0KBWxlYXNlGAQgASgJEhAKCHJldmlzaW9uGAUgASgEIjIKDUtWTGlzdFJlcXVlc3QSDgoGcHJlZml4GAEgASgJEhEKCWtleXNfb25seRgCIAEoCCI1Cg5LVkxpc3RSZXNwb25zZRIjCgdlbnRyaWVzGAEgAygLMhIudGVudXJlLnYxLktWRW50cnkiZgoPS1ZEZWxldGVSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgVsZWFzZRgCIAEoCRINCgV0b2tlbhgDIAEoBBIoCgpyZXF1ZXN0X2lkGAQgASgLMhQudGVudXJlLnYxLlJlcXVlc3RJRCIkChBLVkRlbGV0ZVJlc3BvbnNlEhAKCHJldmlzaW9uGAEgASgEIpIBCgZNZW1iZXISCgoCaWQYASABKAkSFAoMcmFmdF9hZGRyZXNzGAIgASgJEhMKC2FwaV9hZGRyZXNzGAMgASgJEhAKCHN1ZmZyYWdlGAQgASgJEg4KBmxlYWRlchgFIAEoCBIvCgxsYXN0X2NvbnRhY3QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iDwoNU3RhdHVzUmVxdWVzdCLqAwoOU3RhdHVzUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCRIRCglsZWFkZXJfaWQYAyABKAkSFgoObGVhZGVyX2FkZHJlc3MYBCABKAkSDAoEdGVybRgFIAEoBBIVCg1hcHBsaWVkX2luZGV4GAYgASgEEhQKDGNvbW1pdF9pbmRleBgHIAEoBBISCgpsYXN0X2luZGV4GAggASgEEiIKB21lbWJlcnMYCSADKAsyES50ZW51cmUudjEuTWVtYmVyEi8KDGNsdXN0ZXJfdGltZRgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCgdtaW5fdHRsGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBmxlYXNlcxgMIAEoBBISCgpsYXN0X3Rva2VuGA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSFQoNbGVhc2VzX3N0b3JlZBgPIAEoBBIWCg5jYXRjaF91cF9pbmRleBgQIAEoBBITCgtjYXRjaGluZ191cBgRIAEoCBIbChNsZWFkZXJfY29tbWl0X2luZGV4GBIgASgEEg4KBmJlaGluZBgTIAEoCBIUCgxtZW1iZXJzX2Zyb20YFCABKAkicgoLSm9pblJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIUCgxyYWZ0X2FkZHJlc3MYAiABKAkSEwoLYXBpX2FkZHJlc3MYAyABKAkSEgoKY2x1c3Rlcl9pZBgEIAEoCRITCgtjYXRjaGluZ191cBgFIAEoCCJeCgxKb2luUmVzcG9uc2USIgoHbWVtYmVycxgBIAMoCzIRLnRlbnVyZS52MS5NZW1iZXISEgoKY2x1c3Rlcl9pZBgCIAEoCRIWCg5jYXRjaF91cF9pbmRleBgDIAEoBCIfCgxMZWF2ZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSIPCg1MZWF2ZVJlc3BvbnNlIiwKGVRyYW5zZmVyTGVhZGVyc2hpcFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSIvChpUcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZRIRCglsZWFkZXJfaWQYASABKAkiEQoPU25hcHNob3RSZXF1ZXN0IiEKEFNuYXBzaG90UmVzcG9uc2USDQoFY2h1bmsYASABKAwyjAQKDExlYXNlU2VydmljZRJCCgdBY3F1aXJlEhkudGVudXJlLnYxLkFjcXVpcmVSZXF1ZXN0GhoudGVudXJlLnYxLkFjcXVpcmVSZXNwb25zZSIAEjwKBVJlbmV3EhcudGVudXJlLnYxLlJlbmV3UmVxdWVzdBoYLnRlbnVyZS52MS5SZW5ld1Jlc3BvbnNlIgASQgoHUmVsZWFzZRIZLnRlbnVyZS52MS5SZWxlYXNlUmVxdWVzdBoaLnRlbnVyZS52MS5SZWxlYXNlUmVzcG9uc2UiABI5CgNHZXQSFS50ZW51cmUudjEuR2V0UmVxdWVzdBoWLnRlbnVyZS52MS5HZXRSZXNwb25zZSIDkAIBEjwKBExpc3QSFi50ZW51cmUudjEuTGlzdFJlcXVlc3QaFy50ZW51cmUudjEuTGlzdFJlc3BvbnNlIgOQAgESPgoFV2F0Y2gSFy50ZW51cmUudjEuV2F0Y2hSZXF1ZXN0GhgudGVudXJlLnYxLldhdGNoUmVzcG9uc2UiADABEj8KBlJldm9rZRIYLnRlbnVyZS52MS5SZXZva2VSZXF1ZXN0GhkudGVudXJlLnYxLlJldm9rZVJlc3BvbnNlIgASPAoFQmF0Y2gSFy50ZW51cmUudjEuQmF0Y2hSZXF1ZXN0GhgudGVudXJlLnYxLkJhdGNoUmVzcG9uc2UiADKNAgoJS1ZTZXJ2aWNlEjoKA1B1dBIXLnRlbnVyZS52MS5LVlB1dFJlcXVlc3QaGC50ZW51cmUudjEuS1ZQdXRSZXNwb25zZSIAEj0KA0dldBIXLnRlbnVyZS52MS5LVkdldFJlcXVlc3QaGC50ZW51cmUudjEuS1ZHZXRSZXNwb25zZSIDkAIBEkMKBkRlbGV0ZRIaLnRlbnVyZS52MS5LVkRlbGV0ZVJlcXVlc3QaGy50ZW51cmUudjEuS1ZEZWxldGVSZXNwb25zZSIAEkAKBExpc3QSGC50ZW51cmUudjEuS1ZMaXN0UmVxdWVzdBoZLnRlbnVyZS52MS5LVkxpc3RSZXNwb25zZSIDkAIBMvsCCg5DbHVzdGVyU2VydmljZRJCCgZTdGF0dXMSGC50ZW51cmUudjEuU3RhdHVzUmVxdWVzdBoZLnRlbnVyZS52MS5TdGF0dXNSZXNwb25zZSIDkAIBEjkKBEpvaW4SFi50ZW51cmUudjEuSm9pblJlcXVlc3QaFy50ZW51cmUudjEuSm9pblJlc3BvbnNlIgASPAoFTGVhdmUSFy50ZW51cmUudjEuTGVhdmVSZXF1ZXN0GhgudGVudXJlLnYxLkxlYXZlUmVzcG9uc2UiABJjChJUcmFuc2ZlckxlYWRlcnNoaXASJC50ZW51cmUudjEuVHJhbnNmZXJMZWFkZXJzaGlwUmVxdWVzdBolLnRlbnVyZS52MS5UcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZSIAEkcKCFNuYXBzaG90EhoudGVudXJlLnYxLlNuYXBzaG90UmVxdWVzdBobLnRlbnVyZS52MS5TbmFwc2hvdFJlc3BvbnNlIgAwAUI0WjJnaXRodWIuY29tL3RlbnVyZS1pby90ZW51cmUvZ2VuL3RlbnVyZS92MTt0ZW51cmV2MWIGcHJvdG8z", [file_google_protobuf_duration]);
+  fileDesc("ChZ0ZW51cmUvdjEvdGVudXJlLnByb3RvEgl0ZW51cmUudjEiyAEKBUxlYXNlEgwKBG5hbWUYASABKAkSDgoGaG9sZGVyGAIgASgJEg0KBXRva2VuGAMgASgEEiYKA3R0bBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIsCglyZW1haW5pbmcYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0SLQoKbG9ja19kZWxheRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLcAQoLRXJyb3JEZXRhaWwSDgoGcmVhc29uGAEgASgJEg4KBmhvbGRlchgCIAEoCRINCgV0b2tlbhgDIAEoBBIsCglyZW1haW5pbmcYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEbmFtZRgFIAEoCRINCgVsaW1pdBgGIAEoDRISCgpsb2NrX2RlbGF5GAcgASgIEhUKDXJldm9rZV9yZWFzb24YCCABKAkSKAoFZW5kZWQYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iOAoJUmVxdWVzdElEEg8KB3Nlc3Npb24YASABKAkSCwoDc2VxGAIgASgEEg0KBWZsb29yGAMgASgEIv0BCg5BY3F1aXJlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg4KBmhvbGRlchgCIAEoCRImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEd2FpdBgEIAEoCBIvCgx3YWl0X3RpbWVvdXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFbGltaXQYBiABKA0SKAoKcmVxdWVzdF9pZBgHIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQSLQoKbG9ja19kZWxheRgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIyCg9BY3F1aXJlUmVzcG9uc2USHwoFbGVhc2UYASABKAsyEC50ZW51cmUudjEuTGVhc2UiTwoITGVhc2VSZWYSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iXQoMUmVuZXdSZXF1ZXN0EiMKBmxlYXNlcxgBIAMoCzITLnRlbnVyZS52MS5MZWFzZVJlZhIoCgpyZXF1ZXN0X2lkGAIgASgLMhQudGVudXJlLnYxLlJlcXVlc3RJRCKDAQoLUmVuZXdSZXN1bHQSDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoBBIfCgVsZWFzZRgDIAEoCzIQLnRlbnVyZS52MS5MZWFzZRIOCgZyZWFzb24YBCABKAkSDwoHbWVzc2FnZRgFIAEoCRIVCg1yZXZva2VfcmVhc29uGAYgASgJIjgKDVJlbmV3UmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLnRlbnVyZS52MS5SZW5ld1Jlc3VsdCJXCg5SZWxlYXNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBXRva2VuGAIgASgEEigKCnJlcXVlc3RfaWQYAyABKAsyFC50ZW51cmUudjEuUmVxdWVzdElEIhEKD1JlbGVhc2VSZXNwb25zZSJmCg1SZXZva2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFdG9rZW4YAiABKAQSDgoGcmVhc29uGAMgASgJEigKCnJlcXVlc3RfaWQYBCABKAsyFC50ZW51cmUudjEuUmVxdWVzdElEIjMKDlJldm9rZVJlc3BvbnNlEiEKB3Jldm9rZWQYASADKAsyEC50ZW51cmUudjEuTGVhc2UiGgoKR2V0UmVxdWVzdBIMCgRuYW1lGAEgASgJIk8KC0dldFJlc3BvbnNlEh8KBWxlYXNlGAEgASgLMhAudGVudXJlLnYxLkxlYXNlEh8KBXNsb3RzGAIgAygLMhAudGVudXJlLnYxLkxlYXNlIh0KC0xpc3RSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSIwCgxMaXN0UmVzcG9uc2USIAoGbGVhc2VzGAEgAygLMhAudGVudXJlLnYxLkxlYXNlIh4KDFdhdGNoUmVxdWVzdBIOCgZwcmVmaXgYASABKAkigQIKCldhdGNoRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnRlbnVyZS52MS5XYXRjaEV2ZW50LlR5cGUSHwoFbGVhc2UYAiABKAsyEC50ZW51cmUudjEuTGVhc2USDQoFaW5kZXgYAyABKAQSDgoGcmVhc29uGAQgASgJIogBCgRUeXBlEhQKEFRZUEVfVU5TUEVDSUZJRUQQABIQCgxUWVBFX0NVUlJFTlQQARIPCgtUWVBFX1NZTkNFRBACEhAKDFRZUEVfR1JBTlRFRBADEhEKDVRZUEVfUkVMRUFTRUQQBBIQCgxUWVBFX0VYUElSRUQQBRIQCgxUWVBFX1JFVk9LRUQQBiI1Cg1XYXRjaFJlc3BvbnNlEiQKBWV2ZW50GAEgASgLMhUudGVudXJlLnYxLldhdGNoRXZlbnQiWAoOSGlzdG9yeVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIpCgVzaW5jZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFbGltaXQYAyABKA0i9AMKBFRlcm0SDAoEbmFtZRgBIAEoCRIOCgZob2xkZXIYAiABKAkSDQoFdG9rZW4YAyABKAQSEQoJcHJpbmNpcGFsGAQgASgJEg0KBWxpbWl0GAUgASgNEi4KCnN0YXJ0X3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgZlbmRpbmcYCCABKA4yFi50ZW51cmUudjEuVGVybS5FbmRpbmcSDgoGcmVhc29uGAkgASgJEhcKD3dyaXRlc19hY2NlcHRlZBgKIAEoBBIWCg53cml0ZXNfcmVmdXNlZBgLIAEoBBIwCg1jbHVzdGVyX3N0YXJ0GAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC2NsdXN0ZXJfZW5kGA0gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uInQKBkVuZGluZxIWChJFTkRJTkdfVU5TUEVDSUZJRUQQABITCg9FTkRJTkdfUkVMRUFTRUQQARISCg5FTkRJTkdfRVhQSVJFRBACEhIKDkVORElOR19SRVZPS0VEEAMSFQoRRU5ESU5HX0hBTkRFRF9PRkYQBCKsAQoPSGlzdG9yeVJlc3BvbnNlEh4KBXRlcm1zGAEgAygLMg8udGVudXJlLnYxLlRlcm0SFwoPcmV0ZW50aW9uX3Rlcm1zGAIgASgNEjAKDXJldGVudGlvbl9hZ2UYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLY2x1c3Rlcl9ub3cYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iLwoMQmF0Y2hSZXF1ZXN0Eh8KA29wcxgBIAMoCzISLnRlbnVyZS52MS5CYXRjaE9wIusBCgdCYXRjaE9wEiwKB2FjcXVpcmUYASABKAsyGS50ZW51cmUudjEuQWNxdWlyZVJlcXVlc3RIABIoCgVyZW5ldxgCIAEoCzIXLnRlbnVyZS52MS5SZW5ld1JlcXVlc3RIABIsCgdyZWxlYXNlGAMgASgLMhkudGVudXJlLnYxLlJlbGVhc2VSZXF1ZXN0SAASJgoDcHV0GAQgASgLMhcudGVudXJlLnYxLktWUHV0UmVxdWVzdEgAEiwKBmRlbGV0ZRgFIAEoCzIaLnRlbnVyZS52MS5LVkRlbGV0ZVJlcXVlc3RIAEIECgJvcCJTCgpCYXRjaEVycm9yEgwKBGNvZGUYASABKA0SDwoHbWVzc2FnZRgCIAEoCRImCgZkZXRhaWwYAyABKAsyFi50ZW51cmUudjEuRXJyb3JEZXRhaWwioAIKC0JhdGNoUmVzdWx0Ei0KB2FjcXVpcmUYASABKAsyGi50ZW51cmUudjEuQWNxdWlyZVJlc3BvbnNlSAASKQoFcmVuZXcYAiABKAsyGC50ZW51cmUudjEuUmVuZXdSZXNwb25zZUgAEi0KB3JlbGVhc2UYAyABKAsyGi50ZW51cmUudjEuUmVsZWFzZVJlc3BvbnNlSAASJwoDcHV0GAQgASgLMhgudGVudXJlLnYxLktWUHV0UmVzcG9uc2VIABItCgZkZWxldGUYBSABKAsyGy50ZW51cmUudjEuS1ZEZWxldGVSZXNwb25zZUgAEiYKBWVycm9yGA8gASgLMhUudGVudXJlLnYxLkJhdGNoRXJyb3JIAEIICgZyZXN1bHQiOAoNQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYudGVudXJlLnYxLkJhdGNoUmVzdWx0InIKDEtWUHV0UmVxdWVzdBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAwSDQoFbGVhc2UYAyABKAkSDQoFdG9rZW4YBCABKAQSKAoKcmVxdWVzdF9pZBgFIAEoCzIULnRlbnVyZS52MS5SZXF1ZXN0SUQiIQoNS1ZQdXRSZXNwb25zZRIQCghyZXZpc2lvbhgBIAEoBCIbCgxLVkdldFJlcXVlc3QSCwoDa2V5GAEgASgJIlsKDUtWR2V0UmVzcG9uc2USCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBXRva2VuGAMgASgEEg0KBWxlYXNlGAQgASgJEhAKCHJldmlzaW9uGAUgASgEIlUKB0tWRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEg0KBXRva2VuGAMgASgEEg0KBWxlYXNlGAQgASgJEhAKCHJldmlzaW9uGAUgASgEIjIKDUtWTGlzdFJlcXVlc3QSDgoGcHJlZml4GAEgASgJEhEKCWtleXNfb25seRgCIAEoCCI1Cg5LVkxpc3RSZXNwb25zZRIjCgdlbnRyaWVzGAEgAygLMhIudGVudXJlLnYxLktWRW50cnkiZgoPS1ZEZWxldGVSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgVsZWFzZRgCIAEoCRINCgV0b2tlbhgDIAEoBBIoCgpyZXF1ZXN0X2lkGAQgASgLMhQudGVudXJlLnYxLlJlcXVlc3RJRCIkChBLVkRlbGV0ZVJlc3BvbnNlEhAKCHJldmlzaW9uGAEgASgEIpIBCgZNZW1iZXISCgoCaWQYASABKAkSFAoMcmFmdF9hZGRyZXNzGAIgASgJEhMKC2FwaV9hZGRyZXNzGAMgASgJEhAKCHN1ZmZyYWdlGAQgASgJEg4KBmxlYWRlchgFIAEoCBIvCgxsYXN0X2NvbnRhY3QYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iDwoNU3RhdHVzUmVxdWVzdCLqAwoOU3RhdHVzUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCRIRCglsZWFkZXJfaWQYAyABKAkSFgoObGVhZGVyX2FkZHJlc3MYBCABKAkSDAoEdGVybRgFIAEoBBIVCg1hcHBsaWVkX2luZGV4GAYgASgEEhQKDGNvbW1pdF9pbmRleBgHIAEoBBISCgpsYXN0X2luZGV4GAggASgEEiIKB21lbWJlcnMYCSADKAsyES50ZW51cmUudjEuTWVtYmVyEi8KDGNsdXN0ZXJfdGltZRgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCgdtaW5fdHRsGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBmxlYXNlcxgMIAEoBBISCgpsYXN0X3Rva2VuGA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSFQoNbGVhc2VzX3N0b3JlZBgPIAEoBBIWCg5jYXRjaF91cF9pbmRleBgQIAEoBBITCgtjYXRjaGluZ191cBgRIAEoCBIbChNsZWFkZXJfY29tbWl0X2luZGV4GBIgASgEEg4KBmJlaGluZBgTIAEoCBIUCgxtZW1iZXJzX2Zyb20YFCABKAkicgoLSm9pblJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIUCgxyYWZ0X2FkZHJlc3MYAiABKAkSEwoLYXBpX2FkZHJlc3MYAyABKAkSEgoKY2x1c3Rlcl9pZBgEIAEoCRITCgtjYXRjaGluZ191cBgFIAEoCCJeCgxKb2luUmVzcG9uc2USIgoHbWVtYmVycxgBIAMoCzIRLnRlbnVyZS52MS5NZW1iZXISEgoKY2x1c3Rlcl9pZBgCIAEoCRIWCg5jYXRjaF91cF9pbmRleBgDIAEoBCIfCgxMZWF2ZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSIPCg1MZWF2ZVJlc3BvbnNlIiwKGVRyYW5zZmVyTGVhZGVyc2hpcFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSIvChpUcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZRIRCglsZWFkZXJfaWQYASABKAkiEQoPU25hcHNob3RSZXF1ZXN0IiEKEFNuYXBzaG90UmVzcG9uc2USDQoFY2h1bmsYASABKAwy0wQKDExlYXNlU2VydmljZRJCCgdBY3F1aXJlEhkudGVudXJlLnYxLkFjcXVpcmVSZXF1ZXN0GhoudGVudXJlLnYxLkFjcXVpcmVSZXNwb25zZSIAEjwKBVJlbmV3EhcudGVudXJlLnYxLlJlbmV3UmVxdWVzdBoYLnRlbnVyZS52MS5SZW5ld1Jlc3BvbnNlIgASQgoHUmVsZWFzZRIZLnRlbnVyZS52MS5SZWxlYXNlUmVxdWVzdBoaLnRlbnVyZS52MS5SZWxlYXNlUmVzcG9uc2UiABI5CgNHZXQSFS50ZW51cmUudjEuR2V0UmVxdWVzdBoWLnRlbnVyZS52MS5HZXRSZXNwb25zZSIDkAIBEjwKBExpc3QSFi50ZW51cmUudjEuTGlzdFJlcXVlc3QaFy50ZW51cmUudjEuTGlzdFJlc3BvbnNlIgOQAgESPgoFV2F0Y2gSFy50ZW51cmUudjEuV2F0Y2hSZXF1ZXN0GhgudGVudXJlLnYxLldhdGNoUmVzcG9uc2UiADABEj8KBlJldm9rZRIYLnRlbnVyZS52MS5SZXZva2VSZXF1ZXN0GhkudGVudXJlLnYxLlJldm9rZVJlc3BvbnNlIgASRQoHSGlzdG9yeRIZLnRlbnVyZS52MS5IaXN0b3J5UmVxdWVzdBoaLnRlbnVyZS52MS5IaXN0b3J5UmVzcG9uc2UiA5ACARI8CgVCYXRjaBIXLnRlbnVyZS52MS5CYXRjaFJlcXVlc3QaGC50ZW51cmUudjEuQmF0Y2hSZXNwb25zZSIAMo0CCglLVlNlcnZpY2USOgoDUHV0EhcudGVudXJlLnYxLktWUHV0UmVxdWVzdBoYLnRlbnVyZS52MS5LVlB1dFJlc3BvbnNlIgASPQoDR2V0EhcudGVudXJlLnYxLktWR2V0UmVxdWVzdBoYLnRlbnVyZS52MS5LVkdldFJlc3BvbnNlIgOQAgESQwoGRGVsZXRlEhoudGVudXJlLnYxLktWRGVsZXRlUmVxdWVzdBobLnRlbnVyZS52MS5LVkRlbGV0ZVJlc3BvbnNlIgASQAoETGlzdBIYLnRlbnVyZS52MS5LVkxpc3RSZXF1ZXN0GhkudGVudXJlLnYxLktWTGlzdFJlc3BvbnNlIgOQAgEy+wIKDkNsdXN0ZXJTZXJ2aWNlEkIKBlN0YXR1cxIYLnRlbnVyZS52MS5TdGF0dXNSZXF1ZXN0GhkudGVudXJlLnYxLlN0YXR1c1Jlc3BvbnNlIgOQAgESOQoESm9pbhIWLnRlbnVyZS52MS5Kb2luUmVxdWVzdBoXLnRlbnVyZS52MS5Kb2luUmVzcG9uc2UiABI8CgVMZWF2ZRIXLnRlbnVyZS52MS5MZWF2ZVJlcXVlc3QaGC50ZW51cmUudjEuTGVhdmVSZXNwb25zZSIAEmMKElRyYW5zZmVyTGVhZGVyc2hpcBIkLnRlbnVyZS52MS5UcmFuc2ZlckxlYWRlcnNoaXBSZXF1ZXN0GiUudGVudXJlLnYxLlRyYW5zZmVyTGVhZGVyc2hpcFJlc3BvbnNlIgASRwoIU25hcHNob3QSGi50ZW51cmUudjEuU25hcHNob3RSZXF1ZXN0GhsudGVudXJlLnYxLlNuYXBzaG90UmVzcG9uc2UiADABQjRaMmdpdGh1Yi5jb20vdGVudXJlLWlvL3RlbnVyZS9nZW4vdGVudXJlL3YxO3RlbnVyZXYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Lease is one grant of a named lease.
@@ -726,6 +726,218 @@ export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
   messageDesc(file_tenure_v1_tenure, 19);
 
 /**
+ * HistoryRequest asks for the kept terms of one name (docs/history.md).
+ *
+ * @generated from message tenure.v1.HistoryRequest
+ */
+export type HistoryRequest = Message<"tenure.v1.HistoryRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Only the terms held at or after since: still held, ended at or after
+   * it, or with an unknown end time. Unset: every kept term.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 2;
+   */
+  since?: Timestamp;
+
+  /**
+   * At most this many terms, the newest. 0: every kept term.
+   *
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message tenure.v1.HistoryRequest.
+ * Use `create(HistoryRequestSchema)` to create a new message.
+ */
+export const HistoryRequestSchema: GenMessage<HistoryRequest> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 20);
+
+/**
+ * Term is one grant of a name, from its start to its end, as the lease
+ * history keeps it.
+ *
+ * @generated from message tenure.v1.Term
+ */
+export type Term = Message<"tenure.v1.Term"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string holder = 2;
+   */
+  holder: string;
+
+  /**
+   * @generated from field: uint64 token = 3;
+   */
+  token: bigint;
+
+  /**
+   * The authenticated principal that acquired it ("" without auth).
+   *
+   * @generated from field: string principal = 4;
+   */
+  principal: string;
+
+  /**
+   * The semaphore limit of the grant, 0 for a plain lease.
+   *
+   * @generated from field: uint32 limit = 5;
+   */
+  limit: number;
+
+  /**
+   * Start and end on the leader's wall clock when it applied them, for
+   * people to read: nothing is decided by them. Unset when unknown (end:
+   * also while held). An expiry's end is the grant's expiry time.
+   *
+   * @generated from field: google.protobuf.Timestamp start_time = 6;
+   */
+  startTime?: Timestamp;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp end_time = 7;
+   */
+  endTime?: Timestamp;
+
+  /**
+   * @generated from field: tenure.v1.Term.Ending ending = 8;
+   */
+  ending: Term_Ending;
+
+  /**
+   * The revocation's reason.
+   *
+   * @generated from field: string reason = 9;
+   */
+  reason: string;
+
+  /**
+   * Fenced writes of the built-in store (Put, Delete) under this term's
+   * token: accepted, and refused.
+   *
+   * @generated from field: uint64 writes_accepted = 10;
+   */
+  writesAccepted: bigint;
+
+  /**
+   * @generated from field: uint64 writes_refused = 11;
+   */
+  writesRefused: bigint;
+
+  /**
+   * Start and end in cluster time (the cluster's own timeline, which
+   * decides expiry and retention); end is unset while held.
+   *
+   * @generated from field: google.protobuf.Duration cluster_start = 12;
+   */
+  clusterStart?: Duration;
+
+  /**
+   * @generated from field: google.protobuf.Duration cluster_end = 13;
+   */
+  clusterEnd?: Duration;
+};
+
+/**
+ * Describes the message tenure.v1.Term.
+ * Use `create(TermSchema)` to create a new message.
+ */
+export const TermSchema: GenMessage<Term> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 21);
+
+/**
+ * @generated from enum tenure.v1.Term.Ending
+ */
+export enum Term_Ending {
+  /**
+   * The term has not ended: its grant is held (or expired and not yet
+   * freed).
+   *
+   * @generated from enum value: ENDING_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: ENDING_RELEASED = 1;
+   */
+  RELEASED = 1,
+
+  /**
+   * @generated from enum value: ENDING_EXPIRED = 2;
+   */
+  EXPIRED = 2,
+
+  /**
+   * An operator revoked it; reason says why.
+   *
+   * @generated from enum value: ENDING_REVOKED = 3;
+   */
+  REVOKED = 3,
+
+  /**
+   * Its holder handed the name over (reserved for election handoff).
+   *
+   * @generated from enum value: ENDING_HANDED_OFF = 4;
+   */
+  HANDED_OFF = 4,
+}
+
+/**
+ * Describes the enum tenure.v1.Term.Ending.
+ */
+export const Term_EndingSchema: GenEnum<Term_Ending> = /*@__PURE__*/
+  enumDesc(file_tenure_v1_tenure, 21, 0);
+
+/**
+ * @generated from message tenure.v1.HistoryResponse
+ */
+export type HistoryResponse = Message<"tenure.v1.HistoryResponse"> & {
+  /**
+   * The terms, newest first (by start).
+   *
+   * @generated from field: repeated tenure.v1.Term terms = 1;
+   */
+  terms: Term[];
+
+  /**
+   * The retention in force: terms kept per name (held ones besides) and
+   * for how long after each ended.
+   *
+   * @generated from field: uint32 retention_terms = 2;
+   */
+  retentionTerms: number;
+
+  /**
+   * @generated from field: google.protobuf.Duration retention_age = 3;
+   */
+  retentionAge?: Duration;
+
+  /**
+   * Cluster time of the read.
+   *
+   * @generated from field: google.protobuf.Duration cluster_now = 4;
+   */
+  clusterNow?: Duration;
+};
+
+/**
+ * Describes the message tenure.v1.HistoryResponse.
+ * Use `create(HistoryResponseSchema)` to create a new message.
+ */
+export const HistoryResponseSchema: GenMessage<HistoryResponse> = /*@__PURE__*/
+  messageDesc(file_tenure_v1_tenure, 22);
+
+/**
  * @generated from message tenure.v1.BatchRequest
  */
 export type BatchRequest = Message<"tenure.v1.BatchRequest"> & {
@@ -740,7 +952,7 @@ export type BatchRequest = Message<"tenure.v1.BatchRequest"> & {
  * Use `create(BatchRequestSchema)` to create a new message.
  */
 export const BatchRequestSchema: GenMessage<BatchRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 20);
+  messageDesc(file_tenure_v1_tenure, 23);
 
 /**
  * BatchOp is one request of a batch. An acquire may not wait: waiting
@@ -790,7 +1002,7 @@ export type BatchOp = Message<"tenure.v1.BatchOp"> & {
  * Use `create(BatchOpSchema)` to create a new message.
  */
 export const BatchOpSchema: GenMessage<BatchOp> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 21);
+  messageDesc(file_tenure_v1_tenure, 24);
 
 /**
  * BatchError is the error of one op: what the op's own call would have
@@ -823,7 +1035,7 @@ export type BatchError = Message<"tenure.v1.BatchError"> & {
  * Use `create(BatchErrorSchema)` to create a new message.
  */
 export const BatchErrorSchema: GenMessage<BatchError> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 22);
+  messageDesc(file_tenure_v1_tenure, 25);
 
 /**
  * @generated from message tenure.v1.BatchResult
@@ -876,7 +1088,7 @@ export type BatchResult = Message<"tenure.v1.BatchResult"> & {
  * Use `create(BatchResultSchema)` to create a new message.
  */
 export const BatchResultSchema: GenMessage<BatchResult> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 23);
+  messageDesc(file_tenure_v1_tenure, 26);
 
 /**
  * @generated from message tenure.v1.BatchResponse
@@ -895,7 +1107,7 @@ export type BatchResponse = Message<"tenure.v1.BatchResponse"> & {
  * Use `create(BatchResponseSchema)` to create a new message.
  */
 export const BatchResponseSchema: GenMessage<BatchResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 24);
+  messageDesc(file_tenure_v1_tenure, 27);
 
 /**
  * @generated from message tenure.v1.KVPutRequest
@@ -938,7 +1150,7 @@ export type KVPutRequest = Message<"tenure.v1.KVPutRequest"> & {
  * Use `create(KVPutRequestSchema)` to create a new message.
  */
 export const KVPutRequestSchema: GenMessage<KVPutRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 25);
+  messageDesc(file_tenure_v1_tenure, 28);
 
 /**
  * @generated from message tenure.v1.KVPutResponse
@@ -955,7 +1167,7 @@ export type KVPutResponse = Message<"tenure.v1.KVPutResponse"> & {
  * Use `create(KVPutResponseSchema)` to create a new message.
  */
 export const KVPutResponseSchema: GenMessage<KVPutResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 26);
+  messageDesc(file_tenure_v1_tenure, 29);
 
 /**
  * @generated from message tenure.v1.KVGetRequest
@@ -972,7 +1184,7 @@ export type KVGetRequest = Message<"tenure.v1.KVGetRequest"> & {
  * Use `create(KVGetRequestSchema)` to create a new message.
  */
 export const KVGetRequestSchema: GenMessage<KVGetRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 27);
+  messageDesc(file_tenure_v1_tenure, 30);
 
 /**
  * @generated from message tenure.v1.KVGetResponse
@@ -1015,7 +1227,7 @@ export type KVGetResponse = Message<"tenure.v1.KVGetResponse"> & {
  * Use `create(KVGetResponseSchema)` to create a new message.
  */
 export const KVGetResponseSchema: GenMessage<KVGetResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 28);
+  messageDesc(file_tenure_v1_tenure, 31);
 
 /**
  * KVEntry is one value of the store, as KVGetResponse has it.
@@ -1054,7 +1266,7 @@ export type KVEntry = Message<"tenure.v1.KVEntry"> & {
  * Use `create(KVEntrySchema)` to create a new message.
  */
 export const KVEntrySchema: GenMessage<KVEntry> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 29);
+  messageDesc(file_tenure_v1_tenure, 32);
 
 /**
  * @generated from message tenure.v1.KVListRequest
@@ -1080,7 +1292,7 @@ export type KVListRequest = Message<"tenure.v1.KVListRequest"> & {
  * Use `create(KVListRequestSchema)` to create a new message.
  */
 export const KVListRequestSchema: GenMessage<KVListRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 30);
+  messageDesc(file_tenure_v1_tenure, 33);
 
 /**
  * @generated from message tenure.v1.KVListResponse
@@ -1099,7 +1311,7 @@ export type KVListResponse = Message<"tenure.v1.KVListResponse"> & {
  * Use `create(KVListResponseSchema)` to create a new message.
  */
 export const KVListResponseSchema: GenMessage<KVListResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 31);
+  messageDesc(file_tenure_v1_tenure, 34);
 
 /**
  * @generated from message tenure.v1.KVDeleteRequest
@@ -1135,7 +1347,7 @@ export type KVDeleteRequest = Message<"tenure.v1.KVDeleteRequest"> & {
  * Use `create(KVDeleteRequestSchema)` to create a new message.
  */
 export const KVDeleteRequestSchema: GenMessage<KVDeleteRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 32);
+  messageDesc(file_tenure_v1_tenure, 35);
 
 /**
  * @generated from message tenure.v1.KVDeleteResponse
@@ -1152,7 +1364,7 @@ export type KVDeleteResponse = Message<"tenure.v1.KVDeleteResponse"> & {
  * Use `create(KVDeleteResponseSchema)` to create a new message.
  */
 export const KVDeleteResponseSchema: GenMessage<KVDeleteResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 33);
+  messageDesc(file_tenure_v1_tenure, 36);
 
 /**
  * @generated from message tenure.v1.Member
@@ -1201,7 +1413,7 @@ export type Member = Message<"tenure.v1.Member"> & {
  * Use `create(MemberSchema)` to create a new message.
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 34);
+  messageDesc(file_tenure_v1_tenure, 37);
 
 /**
  * @generated from message tenure.v1.StatusRequest
@@ -1214,7 +1426,7 @@ export type StatusRequest = Message<"tenure.v1.StatusRequest"> & {
  * Use `create(StatusRequestSchema)` to create a new message.
  */
 export const StatusRequestSchema: GenMessage<StatusRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 35);
+  messageDesc(file_tenure_v1_tenure, 38);
 
 /**
  * @generated from message tenure.v1.StatusResponse
@@ -1354,7 +1566,7 @@ export type StatusResponse = Message<"tenure.v1.StatusResponse"> & {
  * Use `create(StatusResponseSchema)` to create a new message.
  */
 export const StatusResponseSchema: GenMessage<StatusResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 36);
+  messageDesc(file_tenure_v1_tenure, 39);
 
 /**
  * @generated from message tenure.v1.JoinRequest
@@ -1400,7 +1612,7 @@ export type JoinRequest = Message<"tenure.v1.JoinRequest"> & {
  * Use `create(JoinRequestSchema)` to create a new message.
  */
 export const JoinRequestSchema: GenMessage<JoinRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 37);
+  messageDesc(file_tenure_v1_tenure, 40);
 
 /**
  * @generated from message tenure.v1.JoinResponse
@@ -1435,7 +1647,7 @@ export type JoinResponse = Message<"tenure.v1.JoinResponse"> & {
  * Use `create(JoinResponseSchema)` to create a new message.
  */
 export const JoinResponseSchema: GenMessage<JoinResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 38);
+  messageDesc(file_tenure_v1_tenure, 41);
 
 /**
  * @generated from message tenure.v1.LeaveRequest
@@ -1452,7 +1664,7 @@ export type LeaveRequest = Message<"tenure.v1.LeaveRequest"> & {
  * Use `create(LeaveRequestSchema)` to create a new message.
  */
 export const LeaveRequestSchema: GenMessage<LeaveRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 39);
+  messageDesc(file_tenure_v1_tenure, 42);
 
 /**
  * @generated from message tenure.v1.LeaveResponse
@@ -1465,7 +1677,7 @@ export type LeaveResponse = Message<"tenure.v1.LeaveResponse"> & {
  * Use `create(LeaveResponseSchema)` to create a new message.
  */
 export const LeaveResponseSchema: GenMessage<LeaveResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 40);
+  messageDesc(file_tenure_v1_tenure, 43);
 
 /**
  * @generated from message tenure.v1.TransferLeadershipRequest
@@ -1484,7 +1696,7 @@ export type TransferLeadershipRequest = Message<"tenure.v1.TransferLeadershipReq
  * Use `create(TransferLeadershipRequestSchema)` to create a new message.
  */
 export const TransferLeadershipRequestSchema: GenMessage<TransferLeadershipRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 41);
+  messageDesc(file_tenure_v1_tenure, 44);
 
 /**
  * @generated from message tenure.v1.TransferLeadershipResponse
@@ -1501,7 +1713,7 @@ export type TransferLeadershipResponse = Message<"tenure.v1.TransferLeadershipRe
  * Use `create(TransferLeadershipResponseSchema)` to create a new message.
  */
 export const TransferLeadershipResponseSchema: GenMessage<TransferLeadershipResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 42);
+  messageDesc(file_tenure_v1_tenure, 45);
 
 /**
  * @generated from message tenure.v1.SnapshotRequest
@@ -1514,7 +1726,7 @@ export type SnapshotRequest = Message<"tenure.v1.SnapshotRequest"> & {
  * Use `create(SnapshotRequestSchema)` to create a new message.
  */
 export const SnapshotRequestSchema: GenMessage<SnapshotRequest> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 43);
+  messageDesc(file_tenure_v1_tenure, 46);
 
 /**
  * One piece of a backup of the cluster's state. The chunks of the stream,
@@ -1537,7 +1749,7 @@ export type SnapshotResponse = Message<"tenure.v1.SnapshotResponse"> & {
  * Use `create(SnapshotResponseSchema)` to create a new message.
  */
 export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*/
-  messageDesc(file_tenure_v1_tenure, 44);
+  messageDesc(file_tenure_v1_tenure, 47);
 
 /**
  * @generated from service tenure.v1.LeaseService
@@ -1603,6 +1815,18 @@ export const LeaseService: GenService<{
     methodKind: "unary";
     input: typeof RevokeRequestSchema;
     output: typeof RevokeResponseSchema;
+  },
+  /**
+   * History returns the recent terms of a name: who held it, with which
+   * token, from when to when, how each term ended, and its fenced writes.
+   * The history is replicated: it survives restarts and failovers.
+   *
+   * @generated from rpc tenure.v1.LeaseService.History
+   */
+  history: {
+    methodKind: "unary";
+    input: typeof HistoryRequestSchema;
+    output: typeof HistoryResponseSchema;
   },
   /**
    * Batch carries several independent requests in one call: the Go client

@@ -1,0 +1,439 @@
+package lease
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unique"
+)
+
+// Lease history.
+//
+// Per name, the state keeps its recent terms: every grant (each slot of
+// a semaphore is a term of its own) with its holder, token and principal,
+// when it started and ended, how it ended, and how many fenced writes of
+// the built-in store (OpPut, OpDelete under the name and the term's
+// token) were accepted and refused. A term is opened by the op that
+// grants it and closed by the op that releases, expires or revokes it,
+// inside Apply, so the history is replicated like everything else: it is
+// in the log and the snapshot (version 6), and it survives restarts and
+// failovers.
+//
+// Times. Start and End are cluster times, and decide everything
+// (retention). StartWall and EndWall are the leader's wall clock as it
+// stamped the batch (Batch.Wall), for people to read ("who held it at
+// 03:00"); nothing is decided by them. An expired term ended at its
+// expiry, which may be before the batch that noticed it: its EndWall is
+// that batch's wall clock less the cluster time between the two. A batch
+// without a wall clock (written before Batch.Wall existed) gives 0:
+// unknown.
+//
+// Retention (HistoryRetention) is part of the state, set by an
+// OpHistoryConfig that the leader proposes when its configuration
+// differs from the state's, so every replica keeps the same terms:
+//
+//   - By age: a term that ended Age or longer ago (in cluster time) is
+//     gone for every purpose at once, like a session: reads and
+//     snapshots leave it out. It is dropped from memory when its name is
+//     next touched, or by the sweep an OpExpire makes at most every
+//     Age/16 (the node's expirer proposes one for it), so a name whose
+//     lease is gone keeps nothing past Age plus Age/16.
+//   - By count: of a name's ended terms, the Terms that ended last (by
+//     End, then token) are kept; when another ends, the one that ended
+//     first goes. Terms still held are never dropped, so a name keeps at
+//     most Terms terms plus its held grants (one for a lease, up to N
+//     for a semaphore of limit N).
+//
+// So a name keeps every term still held and, of its ended terms, the
+// Terms that ended last, as long as they ended less than Age ago; the
+// property tests check exactly that.
+//
+// Terms 0 keeps no history. A new State keeps none (its retention is
+// the zero HistoryRetention) until an OpHistoryConfig sets one: so a
+// state of a log that never set one writes the snapshot bytes of the
+// versions before the history existed. The node proposes its
+// configuration (DefaultHistoryRetention unless told otherwise) when it
+// takes over as leader.
+
+// Ending says how a term ended.
+type Ending uint8
+
+// Endings. The values are in snapshots and on the wire: never renumber
+// them.
+const (
+	// EndingNone: the term has not ended (its grant is held, or expired
+	// and not yet freed).
+	EndingNone     Ending = 0
+	EndingReleased Ending = 1
+	EndingExpired  Ending = 2
+	EndingRevoked  Ending = 3
+	// EndingHandedOff is kept for the handoff of an election, which
+	// does not exist yet: the term ended because its holder handed the
+	// name to another.
+	EndingHandedOff Ending = 4
+)
+
+func (e Ending) String() string {
+	switch e {
+	case EndingNone:
+		return "held"
+	case EndingReleased:
+		return "released"
+	case EndingExpired:
+		return "expired"
+	case EndingRevoked:
+		return "revoked"
+	case EndingHandedOff:
+		return "handed_off"
+	}
+	return "unknown"
+}
+
+// Term is one grant of a name, as the history keeps it.
+type Term struct {
+	Holder    string `json:"holder"`
+	Token     uint64 `json:"token"`
+	Principal string `json:"principal,omitempty"`
+	// Limit is the semaphore limit of the grant, 0 for a plain lease.
+	Limit int `json:"limit,omitempty"`
+	// Start and End are cluster times: of the grant, and of its end
+	// (for an expiry, the grant's expiry). End is 0 while the term has
+	// not ended.
+	Start time.Duration `json:"start"`
+	End   time.Duration `json:"end,omitempty"`
+	// StartWall and EndWall are the leader's wall clock at Start and End
+	// in Unix nanoseconds, for display only; 0 when unknown.
+	StartWall int64  `json:"start_wall,omitempty"`
+	EndWall   int64  `json:"end_wall,omitempty"`
+	Ending    Ending `json:"ending,omitempty"`
+	// Reason is the operator's reason of a revocation.
+	Reason string `json:"reason,omitempty"`
+	// Accepted and Refused count the fenced writes (OpPut, OpDelete)
+	// under the term's token: accepted, and refused by fencing (the
+	// grant had ended, a key had a higher token, another principal).
+	Accepted uint64 `json:"accepted,omitempty"`
+	Refused  uint64 `json:"refused,omitempty"`
+}
+
+// HistoryRetention is how much history the state keeps.
+type HistoryRetention struct {
+	// Terms is the most terms kept per name. 0 keeps no history.
+	Terms int
+	// Age is how long a term is kept after it ended, in cluster time.
+	Age time.Duration
+}
+
+// DefaultHistoryRetention is the retention a node proposes unless told
+// otherwise: 16 terms per name, for 24 hours.
+func DefaultHistoryRetention() HistoryRetention {
+	return HistoryRetention{Terms: 16, Age: 24 * time.Hour}
+}
+
+// Bounds of a retention (checked by Validate).
+const (
+	MaxHistoryTerms = 10000
+	MinHistoryAge   = time.Second
+	MaxHistoryAge   = 366 * 24 * time.Hour
+)
+
+func checkRetention(r HistoryRetention) error {
+	if r.Terms < 0 || r.Terms > MaxHistoryTerms {
+		return invalidf("history terms %d is out of range: 0 to %d", r.Terms, MaxHistoryTerms)
+	}
+	if r.Age < MinHistoryAge || r.Age > MaxHistoryAge {
+		return invalidf("history age %s is out of range: %s to %s", r.Age, MinHistoryAge, MaxHistoryAge)
+	}
+	return nil
+}
+
+// HistoryConfigOp returns the op that sets the retention to r.
+func HistoryConfigOp(r HistoryRetention) Op {
+	return Op{Type: OpHistoryConfig, Limit: r.Terms, TTL: r.Age}
+}
+
+// termHistory is the state's record of terms.
+type termHistory struct {
+	retention HistoryRetention
+	// byName holds each name's terms in the order granted (by token).
+	byName map[string][]Term
+	// sweep is the cluster time of the next sweep (not in snapshots:
+	// which gone terms are still in memory changes nothing).
+	sweep time.Duration
+	// due is the earliest time a kept term is gone (its end plus Age),
+	// valid if hasDue: a lower bound, kept by closed and the sweep, that
+	// tells the node when a sweep has something to drop.
+	due    time.Duration
+	hasDue bool
+}
+
+// noteEnd records that a term that ended at end is kept.
+func (h *termHistory) noteEnd(end time.Duration) {
+	if at := end + h.retention.Age; !h.hasDue || at < h.due {
+		h.due, h.hasDue = at, true
+	}
+}
+
+func newTermHistory() termHistory {
+	return termHistory{byName: make(map[string][]Term)}
+}
+
+// gone reports whether t is past the age limit at now.
+func (h *termHistory) gone(t *Term, now time.Duration) bool {
+	return t.Ending != EndingNone && now-t.End >= h.retention.Age
+}
+
+// trim drops the terms of name gone at now, and then, while more than
+// Terms of them have ended, the one that ended first (by End, then
+// token). So the ended terms kept are always the Terms that ended last,
+// less those gone: which ones were added in which order never matters.
+func (h *termHistory) trim(name string, now time.Duration) {
+	ts, ok := h.byName[name]
+	if !ok {
+		return
+	}
+	ts = slices.DeleteFunc(ts, func(t Term) bool { return h.gone(&t, now) })
+	ended := 0
+	for i := range ts {
+		if ts[i].Ending != EndingNone {
+			ended++
+		}
+	}
+	for ; ended > h.retention.Terms; ended-- {
+		first := -1
+		for i := range ts {
+			if ts[i].Ending == EndingNone {
+				continue
+			}
+			if first < 0 || ts[i].End < ts[first].End {
+				first = i // ties: the lower token, which comes first
+			}
+		}
+		ts = slices.Delete(ts, first, first+1)
+	}
+	if len(ts) == 0 {
+		delete(h.byName, name)
+		return
+	}
+	h.byName[name] = ts
+}
+
+// find returns the term of name with token, or nil.
+func (h *termHistory) find(name string, token uint64) *Term {
+	ts := h.byName[name]
+	for i := len(ts) - 1; i >= 0; i-- {
+		if ts[i].Token == token {
+			return &ts[i]
+		}
+	}
+	return nil
+}
+
+// sweepEvery is how often an OpExpire sweeps gone terms from memory.
+func (h *termHistory) sweepEvery() time.Duration {
+	return max(h.retention.Age/16, time.Second)
+}
+
+// sweepHistory drops every term gone at now, at most once every
+// Age/16. Which gone terms are still in memory never changes what Apply
+// does or what a snapshot holds.
+func (s *State) sweepHistory(now time.Duration) {
+	h := &s.history
+	if now < h.sweep {
+		return
+	}
+	h.sweep = now + h.sweepEvery()
+	h.hasDue = false
+	for name := range h.byName {
+		h.trim(name, now)
+		for _, t := range h.byName[name] {
+			if t.Ending != EndingNone {
+				h.noteEnd(t.End)
+			}
+		}
+	}
+}
+
+// NextHistorySweep returns the cluster time at which an OpExpire would
+// next sweep a gone term from memory, and false if no ended term is
+// kept. The node's expirer proposes an OpExpire then, so that a name
+// whose lease is gone does not keep its history past the age limit for
+// want of an OpExpire.
+func (s *State) NextHistorySweep() (time.Duration, bool) {
+	h := &s.history
+	if !h.hasDue {
+		return 0, false
+	}
+	return max(h.due, h.sweep), true
+}
+
+// HistoryRetention returns the retention the state applies.
+func (s *State) HistoryRetention() HistoryRetention { return s.history.retention }
+
+// History returns the terms of name kept at the cluster time of the last
+// applied batch, oldest first. It does not change the state.
+func (s *State) History(name string) []Term {
+	return s.history.visible(name, s.now)
+}
+
+func (h *termHistory) visible(name string, now time.Duration) []Term {
+	var out []Term
+	for _, t := range h.byName[name] {
+		if !h.gone(&t, now) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// HistoryNames returns the names with the prefix that have kept terms,
+// in no particular order.
+func (s *State) HistoryNames(prefix string) []string {
+	var out []string
+	for name := range s.history.byName {
+		if strings.HasPrefix(name, prefix) && len(s.history.visible(name, s.now)) > 0 {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// HistoryTerms returns how many terms are in memory, gone ones not yet
+// swept included.
+func (s *State) HistoryTerms() int {
+	n := 0
+	for _, ts := range s.history.byName {
+		n += len(ts)
+	}
+	return n
+}
+
+// wallAt returns the wall clock to record for cluster time at, a time
+// at or before the batch's: the batch's wall clock less the difference.
+func (a *applier) wallAt(at time.Duration) int64 {
+	if a.wall == 0 {
+		return 0
+	}
+	return a.wall - int64(a.now-at)
+}
+
+// opened records the start of the term of grant l.
+func (a *applier) opened(l *Lease) {
+	h := &a.s.history
+	if h.retention.Terms == 0 {
+		return
+	}
+	ts := h.byName[l.Name]
+	if len(ts) == cap(ts) {
+		// Grow to Terms+1 at once, not to twice: a plain lease keeps
+		// Terms ended terms and its held one, and no more.
+		grown := make([]Term, len(ts), max(min(2*len(ts), h.retention.Terms+1), len(ts)+len(ts)/4+1))
+		copy(grown, ts)
+		ts = grown
+	}
+	h.byName[l.Name] = append(ts, Term{
+		Holder: l.Holder, Token: l.Token, Principal: l.Principal, Limit: l.Limit,
+		Start: l.GrantedAt, StartWall: a.wallAt(l.GrantedAt),
+	})
+	h.trim(l.Name, a.now)
+}
+
+// closed records the end of the term of grant l: at its expiry for an
+// expiry, else now.
+func (a *applier) closed(l *Lease, e Ending, reason string) {
+	h := &a.s.history
+	t := h.find(l.Name, l.Token)
+	if t == nil || t.Ending != EndingNone {
+		return
+	}
+	end := a.now
+	if e == EndingExpired {
+		end = min(l.ExpiresAt, a.now)
+	}
+	t.End, t.EndWall, t.Ending, t.Reason = end, a.wallAt(end), e, unique.Make(reason).Value()
+	h.noteEnd(end)
+	h.trim(l.Name, a.now)
+}
+
+// wrote counts a fenced write under (name, token): accepted or refused.
+func (a *applier) wrote(name string, token uint64, err error) {
+	t := a.s.history.find(name, token)
+	if t == nil || a.s.history.gone(t, a.now) {
+		return
+	}
+	if err == nil {
+		t.Accepted++
+	} else {
+		t.Refused++
+	}
+}
+
+// setRetention applies an OpHistoryConfig.
+func (a *applier) setRetention(op Op) Result {
+	r := HistoryRetention{Terms: op.Limit, Age: op.TTL}
+	if err := checkRetention(r); err != nil {
+		return Result{Err: err}
+	}
+	h := &a.s.history
+	h.retention = r
+	if r.Terms == 0 {
+		clear(h.byName)
+	}
+	h.sweep = 0
+	a.s.sweepHistory(a.now)
+	return Result{}
+}
+
+// captureHistory copies the terms kept at now, by name.
+func (s *State) captureHistory(now time.Duration) []snapshotHistory {
+	var out []snapshotHistory
+	for name := range s.history.byName {
+		if ts := s.history.visible(name, now); len(ts) > 0 {
+			out = append(out, snapshotHistory{Name: name, Terms: ts})
+		}
+	}
+	return out
+}
+
+// snapshotHistory is one name's terms in a snapshot (version 6).
+type snapshotHistory struct {
+	Name  string `json:"name"`
+	Terms []Term `json:"terms"`
+}
+
+// snapshotRetention is the retention in a snapshot (version 6), written
+// when it is not the default.
+type snapshotRetention struct {
+	Terms int           `json:"terms"`
+	Age   time.Duration `json:"age"`
+}
+
+func (s *State) restoreHistory(r *snapshotRetention, hs []snapshotHistory) error {
+	if r != nil {
+		ret := HistoryRetention{Terms: r.Terms, Age: r.Age}
+		if err := checkRetention(ret); err != nil {
+			return fmt.Errorf("lease: snapshot has a bad history retention: %w", err)
+		}
+		s.history.retention = ret
+	}
+	for _, nh := range hs {
+		if _, dup := s.history.byName[nh.Name]; dup || len(nh.Terms) == 0 {
+			return fmt.Errorf("lease: snapshot has the history of %q twice or empty", nh.Name)
+		}
+		for i := range nh.Terms {
+			t := &nh.Terms[i]
+			if t.Token == 0 || t.Token > s.lastToken || (i > 0 && t.Token <= nh.Terms[i-1].Token) {
+				return fmt.Errorf("lease: snapshot has a bad token %d in the history of %q", t.Token, nh.Name)
+			}
+			if t.Ending > EndingHandedOff {
+				return fmt.Errorf("lease: snapshot has an unknown ending %d in the history of %q", t.Ending, nh.Name)
+			}
+			t.Holder, t.Principal, t.Reason = unique.Make(t.Holder).Value(), unique.Make(t.Principal).Value(), unique.Make(t.Reason).Value()
+			if t.Ending != EndingNone {
+				s.history.noteEnd(t.End)
+			}
+		}
+		s.history.byName[nh.Name] = nh.Terms
+	}
+	return nil
+}
