@@ -69,22 +69,37 @@ func TestRunGivesTheCommandItsLease(t *testing.T) {
 	}
 }
 
-func TestRunPassesOnItsInterruption(t *testing.T) {
-	c := startCluster(t)
-	out := newSyncWriter("started\n")
-	var errb strings.Builder
+// interruptedRun is a tenure run of script whose main context the test
+// ends (as SIGINT or SIGTERM end main's).
+type interruptedRun struct {
+	c      *cluster
+	out    *syncWriter
+	errb   strings.Builder
+	cancel context.CancelFunc
+	done   chan int
+}
+
+// startInterruptedRun starts tenure run with script, which must print
+// "started" once it runs, and returns once it has.
+func startInterruptedRun(t *testing.T, script string) *interruptedRun {
+	r := &interruptedRun{c: startCluster(t), out: newSyncWriter("started\n"), done: make(chan int)}
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan int)
+	r.cancel = cancel
 	go func() {
-		done <- run(ctx, []string{"run", "jobs/x", "--", "sh", "-c", `trap 'echo got TERM; exit 0' TERM; echo started; sleep 60 & wait`},
-			out, &errb, func(k string) string { return map[string]string{"TENURE_ENDPOINTS": c.addr}[k] })
+		r.done <- run(ctx, []string{"run", "jobs/x", "--", "sh", "-c", script},
+			r.out, &r.errb, func(k string) string { return map[string]string{"TENURE_ENDPOINTS": r.c.addr}[k] })
 	}()
-	<-out.seen
-	cancel() // as main's context on SIGINT or SIGTERM
-	if code := <-done; code != 0 || !strings.Contains(out.String(), "got TERM") {
-		t.Errorf("got code %d, stdout %q, stderr %q; want the command to get SIGTERM and exit 0", code, out, errb.String())
+	<-r.out.seen
+	return r
+}
+
+func TestRunPassesOnItsInterruption(t *testing.T) {
+	r := startInterruptedRun(t, `trap 'echo got TERM; exit 0' TERM; echo started; sleep 60 & wait`)
+	r.cancel() // as main's context on SIGINT or SIGTERM
+	if code := <-r.done; code != 0 || !strings.Contains(r.out.String(), "got TERM") {
+		t.Errorf("got code %d, stdout %q, stderr %q; want the command to get SIGTERM and exit 0", code, r.out, r.errb.String())
 	}
-	if n := c.Calls("Release"); n != 1 {
+	if n := r.c.Calls("Release"); n != 1 {
 		t.Errorf("%d releases, want 1", n)
 	}
 }
@@ -95,17 +110,8 @@ func TestRunPassesOnItsInterruption(t *testing.T) {
 // SIGTERM in its place. The signal here comes 300ms after the context
 // ends, on purpose: that lateness is what is under test.
 func TestRunPassesOnALateSignal(t *testing.T) {
-	c := startCluster(t)
-	out := newSyncWriter("started\n")
-	var errb strings.Builder
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan int)
-	go func() {
-		done <- run(ctx, []string{"run", "jobs/x", "--", "sh", "-c", `trap 'echo got INT; exit 3' INT; echo started; sleep 60 & wait`},
-			out, &errb, func(k string) string { return map[string]string{"TENURE_ENDPOINTS": c.addr}[k] })
-	}()
-	<-out.seen
-	cancel() // main's context, ended by a SIGINT not delivered yet
+	r := startInterruptedRun(t, `trap 'echo got INT; exit 3' INT; echo started; sleep 60 & wait`)
+	r.cancel() // main's context, ended by a SIGINT not delivered yet
 	time.Sleep(300 * time.Millisecond)
 	// The test holds SIGINT too, so that it never ends the test binary
 	// (if tenure run had already stopped listening).
@@ -113,8 +119,8 @@ func TestRunPassesOnALateSignal(t *testing.T) {
 	signal.Notify(held, syscall.SIGINT)
 	defer signal.Stop(held)
 	syscall.Kill(os.Getpid(), syscall.SIGINT)
-	if code := <-done; code != 3 || !strings.Contains(out.String(), "got INT") {
-		t.Errorf("got code %d, stdout %q, stderr %q; want the command to get the SIGINT and exit 3", code, out, errb.String())
+	if code := <-r.done; code != 3 || !strings.Contains(r.out.String(), "got INT") {
+		t.Errorf("got code %d, stdout %q, stderr %q; want the command to get the SIGINT and exit 3", code, r.out, r.errb.String())
 	}
 }
 
