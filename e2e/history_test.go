@@ -192,6 +192,14 @@ func TestHistorySurvivesFailoverAndRestarts(t *testing.T) {
 	if got := historyJSON(t, all, name, "--limit", "2"); len(got) != 2 || got[0].Holder != "d" || got[1].Holder != "c" {
 		t.Fatalf("history --limit 2: %+v, want d's and c's terms", got)
 	}
+	// An empty answer says so on stderr (stdout stays a list of terms).
+	if r := cli(t, all, "history", "never/held"); r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "no term of never/held in the kept history") {
+		t.Errorf("history of a name never held: %v, want exit 0, nothing on stdout and a note on stderr", r)
+	}
+	if r := cli(t, all, "history", name, "--at", "2000-01-01T00:00:00Z"); r.code != 0 || r.stdout != "" ||
+		!strings.Contains(r.stderr, "nobody held "+name+" at 2000-01-01T00:00:00Z") {
+		t.Errorf("history --at a time nobody held it: %v, want exit 0 and a note on stderr", r)
+	}
 	// Bad input is refused with exit 2.
 	for _, args := range [][]string{{"history"}, {"history", name, "--since", "yesterday"}, {"history", name, "--limit", "-1"}} {
 		if r := cli(t, all, args...); r.code != 2 {

@@ -83,6 +83,15 @@ func (a *app) history(ctx context.Context, args []string) error {
 			n++
 			out.print(toTermJSON(t), termText(t))
 		}
+		if n == 0 && !out.json {
+			// An empty answer is an answer: say so, on stderr, so that
+			// stdout stays a list of terms.
+			what := "no term of " + name + " in the kept history"
+			if !at.t.IsZero() {
+				what = fmt.Sprintf("nobody held %s at %s, as far as the kept history goes", name, at.t.UTC().Format(time.RFC3339))
+			}
+			fmt.Fprintln(a.stderr, "tenure: "+what)
+		}
 		return nil
 	})
 }
