@@ -2,7 +2,7 @@
 // rules of the Go package client.
 
 import { create } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client as ServiceClient, type Transport } from "@connectrpc/connect";
 import { clusterIdHeader, withClusterCheck } from "./clusterid.js";
 import {
@@ -394,6 +394,14 @@ const endings: Partial<Record<Term_Ending, TermEnding>> = {
   [Term_Ending.HANDED_OFF]: "handed_off",
 };
 
+/** floorDate is ts to the millisecond, rounded down: never after ts, so
+ * that a term's end passed back as since keeps the term (timestampDate
+ * rounds to the nearest millisecond, which can be after the end, and the
+ * server would then leave the term out as ended before since). */
+function floorDate(ts: { seconds: bigint; nanos: number }): Date {
+  return new Date(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1_000_000));
+}
+
 function termFromProto(p: PbTerm): Term {
   return {
     name: p.name,
@@ -401,8 +409,8 @@ function termFromProto(p: PbTerm): Term {
     token: p.token,
     principal: p.principal,
     limit: p.limit,
-    start: p.startTime ? timestampDate(p.startTime) : undefined,
-    end: p.endTime ? timestampDate(p.endTime) : undefined,
+    start: p.startTime ? floorDate(p.startTime) : undefined,
+    end: p.endTime ? floorDate(p.endTime) : undefined,
     ending: endings[p.ending] ?? "held",
     reason: p.reason,
     writesAccepted: p.writesAccepted,

@@ -262,3 +262,16 @@ test("endpoints must be host:port", () => {
   assert.throws(() => new Client({ endpoints: ["a"], transport: t }), /not host:port/);
   assert.deepEqual(new Client({ endpoints: ["http://a:1/", " [::1]:2"], transport: t }).endpoints, ["a:1", "[::1]:2"]);
 });
+
+test("a term's times are rounded down to the millisecond, so its end passed back as since keeps it", async () => {
+  const b = server({
+    lease: {
+      history: () => ({
+        terms: [{ name: "x", holder: "h", token: 1n, startTime: { seconds: 10n, nanos: 400_999_999 }, endTime: { seconds: 12n, nanos: 999_999_999 } }],
+      }),
+    },
+  });
+  const [t] = await client([b]).history("x");
+  assert.equal(t.start.getTime(), 10_400);
+  assert.equal(t.end.getTime(), 12_999, "the end is not rounded up past the term's end");
+});
