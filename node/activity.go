@@ -211,10 +211,16 @@ func (a *activityLog) record(index uint64, wall time.Time, st *lease.State, ops 
 	now := st.Now()
 	a.ops += uint64(len(ops))
 	recorded := a.seq
+	// When the cluster keeps a lease history, Node.History reads the
+	// terms from it; this node's own record of terms is only for a
+	// cluster that keeps none, and is not kept twice.
+	ownTerms := st.HistoryRetention().Terms == 0
 	for _, ev := range events {
 		kind := activityOf(ev.Type)
 		a.add(Activity{Index: index, At: now, Wall: wall, Kind: kind, Name: ev.Lease.Name, Holder: ev.Lease.Holder, Token: ev.Lease.Token})
-		a.term(ev, now, wall)
+		if ownTerms {
+			a.term(ev, now, wall)
+		}
 	}
 	var renewed uint64
 	for i := range ops {
