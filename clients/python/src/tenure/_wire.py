@@ -108,13 +108,7 @@ def decode_error_detail(b: bytes) -> Dict[str, Any]:
         elif num == 3:
             d["token"] = v
         elif num == 4:
-            secs = nanos = 0
-            for n2, v2 in _fields(v):
-                if n2 == 1:
-                    secs = v2
-                elif n2 == 2:
-                    nanos = v2
-            d["remaining"] = secs + nanos / 1e9
+            d["remaining"] = _duration(v)
         elif num == 5:
             d["name"] = v.decode()
         elif num == 6:
@@ -129,6 +123,7 @@ def decode_error_detail(b: bytes) -> Dict[str, Any]:
 
 
 def _duration(b: bytes) -> float:
+    """_duration decodes a google.protobuf.Duration (binary) in seconds."""
     secs = nanos = 0
     for n, v in _fields(b):
         if n == 1:
