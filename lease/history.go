@@ -291,7 +291,7 @@ func (h *termHistory) visible(name string, now time.Duration) []Term {
 func (s *State) HistoryNames(prefix string) []string {
 	var out []string
 	for name := range s.history.byName {
-		if strings.HasPrefix(name, prefix) && len(s.history.visible(name, s.now)) > 0 {
+		if strings.HasPrefix(name, prefix) && slices.ContainsFunc(s.history.byName[name], func(t Term) bool { return !s.history.gone(&t, s.now) }) {
 			out = append(out, name)
 		}
 	}
