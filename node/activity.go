@@ -94,6 +94,8 @@ type Activity struct {
 	Key    string
 	Delete bool
 	Err    error
+	// Reason is an operator's reason for a revocation.
+	Reason string
 }
 
 // Term is one grant of a name in its History: who held it with which
@@ -108,6 +110,8 @@ type Term struct {
 	// End is zero while the grant is held; Ended then is zero too.
 	End   time.Duration
 	Ended ActivityKind // ActivityReleased, ActivityExpired or ActivityRevoked
+	// Reason is the operator's reason when the term was revoked.
+	Reason string
 	// StartWall and EndWall are Start and End by the wall clock of the
 	// leader that appended them (see Activity.Wall); zero if unknown.
 	StartWall, EndWall time.Time
@@ -217,7 +221,7 @@ func (a *activityLog) record(index uint64, wall time.Time, st *lease.State, ops 
 	ownTerms := st.HistoryRetention().Terms == 0
 	for _, ev := range events {
 		kind := activityOf(ev.Type)
-		a.add(Activity{Index: index, At: now, Wall: wall, Kind: kind, Name: ev.Lease.Name, Holder: ev.Lease.Holder, Token: ev.Lease.Token})
+		a.add(Activity{Index: index, At: now, Wall: wall, Kind: kind, Name: ev.Lease.Name, Holder: ev.Lease.Holder, Token: ev.Lease.Token, Reason: ev.Reason})
 		if ownTerms {
 			a.term(ev, now, wall)
 		}
@@ -308,7 +312,7 @@ func (a *activityLog) term(ev lease.Event, now time.Duration, wall time.Time) {
 	}
 	for i := len(h.terms) - 1; i >= 0; i-- {
 		if t := &h.terms[i]; t.Token == ev.Lease.Token && t.Ended == 0 {
-			t.End, t.EndWall, t.Ended = now, wall, activityOf(ev.Type)
+			t.End, t.EndWall, t.Ended, t.Reason = now, wall, activityOf(ev.Type), ev.Reason
 			return
 		}
 	}
@@ -457,7 +461,7 @@ func termOf(t lease.Term) Term {
 	case lease.EndingExpired:
 		out.Ended = ActivityExpired
 	case lease.EndingRevoked:
-		out.Ended = ActivityRevoked
+		out.Ended, out.Reason = ActivityRevoked, t.Reason
 	default:
 		out.Ended = ActivityHandedOff
 	}

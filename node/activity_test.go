@@ -172,3 +172,36 @@ func BenchmarkActivityRecord(b *testing.B) {
 		a.record(2, time.Time{}, st, ops, res, events)
 	}
 }
+
+// TestActivityRevocationReason: an operator's revocation is an activity
+// with its reason, and the term it ended says so, both where the cluster
+// keeps no lease history (this node's own record) and from the
+// replicated history.
+func TestActivityRevocationReason(t *testing.T) {
+	s := time.Second
+	for _, keep := range []bool{false, true} {
+		st, a := lease.New(), newActivityLog()
+		if keep {
+			applyRecorded(st, a, 1, 0, lease.Op{Type: lease.OpHistoryConfig, Limit: 4, TTL: time.Hour})
+		}
+		applyRecorded(st, a, 2, 1*s, lease.Op{Type: lease.OpAcquire, Name: "n", Holder: "A", TTL: 10 * s})
+		applyRecorded(st, a, 3, 2*s, lease.Op{Type: lease.OpRevoke, Name: "n", Reason: "stuck on a bad disk"})
+
+		acts, _ := a.since(0, 0)
+		last := acts[len(acts)-1]
+		if last.Kind != ActivityRevoked || last.Token != 1 || last.Holder != "A" || last.Reason != "stuck on a bad disk" {
+			t.Errorf("history kept %v: last activity = %+v, want A's token 1 revoked with its reason", keep, last)
+		}
+		var terms []Term
+		if keep {
+			for _, tm := range st.History("n") {
+				terms = append(terms, termOf(tm))
+			}
+		} else {
+			terms = a.names["n"].terms
+		}
+		if len(terms) != 1 || terms[0].Ended != ActivityRevoked || terms[0].Reason != "stuck on a bad disk" || terms[0].End != 2*s {
+			t.Errorf("history kept %v: terms = %+v, want one revoked at 2s with its reason", keep, terms)
+		}
+	}
+}

@@ -155,13 +155,14 @@ type uiActivity struct {
 	Key    string  `json:"key,omitempty"`
 	Delete bool    `json:"delete,omitempty"`
 	Error  string  `json:"error,omitempty"`
+	Reason string  `json:"reason,omitempty"`
 }
 
 func toUIActivities(acts []node.Activity) []uiActivity {
 	out := make([]uiActivity, len(acts))
 	for i, a := range acts {
 		out[i] = uiActivity{Seq: a.Seq, Index: a.Index, At: ms(a.At), Wall: wallMS(a.Wall), Kind: a.Kind.String(), Name: a.Name,
-			Holder: a.Holder, Token: a.Token, Key: a.Key, Delete: a.Delete}
+			Holder: a.Holder, Token: a.Token, Key: a.Key, Delete: a.Delete, Reason: a.Reason}
 		if a.Err != nil {
 			out[i].Error = a.Err.Error()
 		}
@@ -457,6 +458,7 @@ type uiTerm struct {
 	End       float64 `json:"end,omitempty"`
 	EndWall   int64   `json:"end_wall,omitempty"`
 	Ended     string  `json:"ended,omitempty"`
+	Reason    string  `json:"reason,omitempty"`
 	Writes    int     `json:"writes"`
 }
 
@@ -510,7 +512,7 @@ func toUIHistory(h node.History, now time.Duration) uiHistoryJSON {
 	for _, t := range h.Terms {
 		ut := uiTerm{Holder: t.Holder, Token: t.Token, Start: ms(t.Start), StartWall: wallMS(t.StartWall), Writes: t.Writes}
 		if t.Ended != 0 {
-			ut.End, ut.EndWall, ut.Ended = ms(t.End), wallMS(t.EndWall), t.Ended.String()
+			ut.End, ut.EndWall, ut.Ended, ut.Reason = ms(t.End), wallMS(t.EndWall), t.Ended.String(), t.Reason
 		}
 		out.Terms = append(out.Terms, ut)
 	}

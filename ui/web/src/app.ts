@@ -220,13 +220,15 @@ prefixInput.addEventListener("input", () => {
 const eventsBody = $<HTMLTableSectionElement>("#events tbody");
 const eventPrefix = $<HTMLInputElement>("#event-prefix");
 const maxEvents = 500;
-const shownKinds = new Set(["granted", "released", "expired", "write_accepted", "write_rejected", "reset", "leader"]);
+const shownKinds = new Set(["granted", "released", "expired", "revoked", "handed_off", "write_accepted", "write_rejected", "reset", "leader"]);
 let lastSeq = 0;
 
 const kindLabel: Record<string, string> = {
   granted: "granted",
   released: "released",
   expired: "expired",
+  revoked: "REVOKED",
+  handed_off: "handed off",
   write_accepted: "write accepted",
   write_rejected: "write REJECTED",
   reset: "state replaced by a snapshot",
@@ -266,6 +268,8 @@ function activityRow(a: Activity): HTMLTableRowElement {
   if (a.kind === "write_accepted" || a.kind === "write_rejected") {
     detail = `${a.delete ? "delete" : "put"} ${a.key}`;
     if (a.error) detail += ": " + a.error;
+  } else if (a.kind === "revoked") {
+    detail = a.reason ? "by an operator: " + a.reason : "by an operator";
   } else if (a.kind === "reset") {
     detail = "events before this one were not applied on this node";
   }
@@ -280,7 +284,7 @@ function onActivities(acts: Activity[], missed: number) {
     lastSeq = a.seq;
     trs.push(activityRow(a));
     if (a.kind === "write_rejected" || a.kind === "write_accepted") noteTimeline(a.name ?? "");
-    if (a.kind === "granted" || a.kind === "released" || a.kind === "expired") noteTimeline(a.name ?? "");
+    if (a.kind === "granted" || a.kind === "released" || a.kind === "expired" || a.kind === "revoked" || a.kind === "handed_off") noteTimeline(a.name ?? "");
   }
   addEvents(trs);
 }

@@ -80,7 +80,8 @@ export function drawTimeline(host: HTMLElement, h: History, nowWall: number) {
     const b = bars[i];
     const y = top + b.lane * lane;
     const g = svg("g", { class: "term " + (t.ended ?? "held"), "data-token": t.token });
-    const span = `${fmtWall(x0.start)} to ${x0.held ? "now (held)" : fmtWall(x0.end) + " (" + t.ended + " after " + fmtDuration(x0.end - x0.start) + ")"}`;
+    const why = t.reason ? ": " + t.reason : "";
+    const span = `${fmtWall(x0.start)} to ${x0.held ? "now (held)" : fmtWall(x0.end) + " (" + t.ended + why + " after " + fmtDuration(x0.end - x0.start) + ")"}`;
     const cluster = `cluster time ${fmtClock(t.start)} to ${t.end !== undefined ? fmtClock(t.end) : "now"}`;
     g.append(svg("title", {}, `${t.holder}, token ${t.token}: ${span}; ${t.writes} write${t.writes === 1 ? "" : "s"} accepted (${cluster})`));
     g.append(svg("rect", { x: b.xs, y, width: b.xe - b.xs, height: lane - 10, rx: 3 }));
@@ -122,5 +123,5 @@ export function drawTimeline(host: HTMLElement, h: History, nowWall: number) {
     root.append(g);
   }
   host.setAttribute("aria-label",
-    `Timeline of ${h.name}: ${h.terms.map((t) => `${t.holder} with token ${t.token}${t.ended ? ", " + t.ended : ", held"}`).join("; ")}; ${h.stale.length} stale writes rejected`);
+    `Timeline of ${h.name}: ${h.terms.map((t) => `${t.holder} with token ${t.token}${t.ended ? ", " + t.ended + (t.reason ? " (" + t.reason + ")" : "") : ", held"}`).join("; ")}; ${h.stale.length} stale writes rejected`);
 }

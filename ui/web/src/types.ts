@@ -26,6 +26,7 @@ export interface Activity {
   key?: string;
   delete?: boolean;
   error?: string;
+  reason?: string; // an operator's reason, for "revoked"
 }
 
 export interface StatusShort {
@@ -100,6 +101,7 @@ export interface Term {
   end?: number;
   end_wall?: number;
   ended?: string;
+  reason?: string; // an operator's reason, when revoked
   writes: number;
 }
 

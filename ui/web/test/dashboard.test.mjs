@@ -1,7 +1,8 @@
 // The dashboard against a real single-node tenured: a lease acquired with
 // the CLI shows up with its holder and token within a second, counts down
 // and leaves when it expires; a waiter shows in queue order; a write with
-// a stale token shows up rejected in the events and on the timeline; the
+// a stale token shows up rejected in the events and on the timeline; an
+// operator's revocation shows with its reason; the
 // page works with the keyboard and at 360px.
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
@@ -112,6 +113,25 @@ test("a write with a stale token shows up rejected in the events and on the time
   assert.equal(await page.locator(`#tl-list .stale[data-token="${a.token}"]`).count(), 2);
   assert.match(await page.locator(".tl-chart").getAttribute("aria-label"), new RegExp(`A with token ${a.token}, released; B with token ${b.token}, held; 2 stale writes rejected`));
   await shot(page, "timeline");
+});
+
+test("an operator's revocation shows in the events and on the timeline with its reason", async () => {
+  const ep = node.api;
+  const a = JSON.parse((await cliOK(ep, ["acquire", "ops/rotate", "--holder", "stuck-worker", "--ttl", "30s", "-o", "json"])).out);
+  await page.goto(node.url("/ui/#events"));
+  await page.waitForSelector("body[data-loaded=true]", { timeout: 10_000 });
+  // Live: the revocation arrives on the open page.
+  await cliOK(ep, ["revoke", "ops/rotate", "--token", String(a.token), "--reason", "stuck on a bad disk"]);
+  const revoked = page.locator('#events tr[data-kind=revoked][data-name="ops/rotate"]');
+  await revoked.first().waitFor({ timeout: 2000 });
+  assert.equal(Number(await revoked.first().locator("td.token").textContent()), a.token);
+  assert.equal(await revoked.first().locator("td.holder").textContent(), "stuck-worker");
+  assert.match(await revoked.first().locator("td.detail").textContent(), /stuck on a bad disk/);
+
+  await revoked.first().locator("a").click();
+  await page.waitForSelector(`#tl-list .term[data-token="${a.token}"].revoked`, { timeout: 3000 });
+  assert.match(await page.locator(`#tl-list .term[data-token="${a.token}"] title`).textContent(), /revoked: stuck on a bad disk/);
+  assert.match(await page.locator(".tl-chart").getAttribute("aria-label"), new RegExp(`stuck-worker with token ${a.token}, revoked \\(stuck on a bad disk\\)`));
 });
 
 test("the keyboard reaches every view and the page fits 360px", async () => {
