@@ -344,14 +344,14 @@ func countSockets(pids []int) int {
 
 // fileLimitNote returns a warning when the open-file limit of this
 // process (and of the servers, which inherit it) is below what members
-// clients of cl need: a connection to every node for etcd's client, two
-// to one node for tenure's (HTTP/2, and HTTP/1.1 for batched renewals),
-// plus slack. Members that cannot open their connections then fail to
+// clients of cl need: a connection to every node for etcd's client, one
+// to one node for tenure's (every call, batched renewals included, on one
+// HTTP/2 connection), plus slack. Members that cannot open their connections then fail to
 // start or lose their leases, and the run says why.
 func fileLimitNote(members int, cl *cluster) string {
 	per := len(cl.endpoints)
 	if cl.sys == tenureSys {
-		per = 2
+		per = 1
 	}
 	need := uint64(members)*uint64(per) + 1024
 	have, err := fileLimit()
