@@ -21,7 +21,7 @@ import (
 const topUsage = `Usage: tenure [global flags] COMMAND [ARGS] [flags]
 
 Commands:
-  acquire NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--wait [--timeout 30s]]
+  acquire NAME [--holder H] [--ttl 10s] [--limit N | --shared] [--lock-delay D] [--wait [--timeout 30s]]
   renew NAME --token T [--ttl D]
   release NAME --token T
   revoke NAME [--token T] --reason TEXT   end a grant now, as an operator

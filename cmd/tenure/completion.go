@@ -22,7 +22,7 @@ var globalFlags = []string{"--endpoints", "--cluster-id", "--output", "-o", "--r
 // commandFlags are the commands and their own flags, for completion.
 // TestCompletionKnowsEveryFlag keeps it in step with the commands.
 var commandFlags = map[string][]string{
-	"acquire":    {"--holder", "--ttl", "--limit", "--lock-delay", "--wait", "--timeout"},
+	"acquire":    {"--holder", "--ttl", "--limit", "--shared", "--lock-delay", "--wait", "--timeout"},
 	"renew":      {"--token", "--ttl"},
 	"release":    {"--token"},
 	"revoke":     {"--token", "--reason"},
