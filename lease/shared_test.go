@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -333,5 +334,65 @@ func TestSharedCodec(t *testing.T) {
 	bad[10] |= 0x08 // bit 17
 	if _, err := DecodeBatch(bad); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("decode with bit 17 = %v", err)
+	}
+}
+
+// sharedGoldenState is the state of testdata/snapshot-v7.json: two
+// readers, a writer and a reader queued, a session's remembered shared
+// grant and the history of the readers.
+func sharedGoldenState(t *testing.T) *State {
+	s := New()
+	apply1(t, s, 0, Op{Type: OpHistoryConfig, Limit: 4, TTL: time.Hour})
+	mustSlot(t, s, sec, shr("db", "r1", 10*sec))
+	op := shr("db", "r2", 10*sec)
+	op.Session, op.Seq, op.Floor = "s1", 1, 1
+	mustSlot(t, s, sec, op)
+	apply1(t, s, 2*sec, acqWait("db", "w", 10*sec, time.Minute))
+	apply1(t, s, 2*sec, shrWait("db", "r3", 10*sec, time.Minute))
+	return s
+}
+
+// TestSnapshotV7Golden: the version 7 format stays as it is
+// (testdata/snapshot-v7.json, written by this test with
+// TENURE_UPDATE_GOLDEN=1), and restores a state that goes on as before.
+func TestSnapshotV7Golden(t *testing.T) {
+	got := snapshotBytes(t, sharedGoldenState(t))
+	if os.Getenv("TENURE_UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile("testdata/snapshot-v7.json", got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile("testdata/snapshot-v7.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("snapshot changed:\n got  %s\n want %s", got, want)
+	}
+	s, err := ReadSnapshot(bytes.NewReader(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls := s.Slots("db"); len(ls) != 2 || !ls[0].Shared || !ls[1].Shared {
+		t.Fatalf("slots %+v", ls)
+	}
+	// The retry of the session's call gets its shared grant back.
+	op := shr("db", "r2", 10*sec)
+	op.Session, op.Seq, op.Floor = "s1", 1, 1
+	if r, _ := apply1(t, s, 3*sec, op); !r.Remembered || !r.Lease.Shared || r.Lease.Token != 2 {
+		t.Fatalf("retry = %+v", r)
+	}
+	// The readers expire: the writer, then the reader.
+	_, ev := apply1(t, s, 11*sec, Op{Type: OpExpire})
+	if g := grantedTokens(ev); len(g) != 1 || g["w"] != 3 {
+		t.Fatalf("granted %v, want w with token 3", g)
+	}
+	_, ev = apply1(t, s, 21*sec, Op{Type: OpExpire})
+	if g := grantedTokens(ev); len(g) != 1 || g["r3"] != 4 {
+		t.Fatalf("granted %v, want r3 with token 4", g)
+	}
+	r, _ := apply1(t, s, 21*sec, Op{Type: OpHistory, Name: "db"})
+	if len(r.Terms) != 4 || !r.Terms[0].Shared || r.Terms[2].Shared {
+		t.Fatalf("terms %+v", r.Terms)
 	}
 }
