@@ -117,3 +117,35 @@ func TestSharedLocks(t *testing.T) {
 		t.Fatalf("history has %d shared terms, want 3: %s", n, r.stdout)
 	}
 }
+
+// TestSharedRun: two `tenure run --shared` commands run at once, each with
+// its own token, and an exclusive acquire is held meanwhile; once both
+// end, an exclusive `tenure run` runs.
+func TestSharedRun(t *testing.T) {
+	s := startSingle(t)
+	ep := s.api
+	const name = "db/run"
+	gate := filepath.Join(t.TempDir(), "gate")
+	cmd := `echo token $TENURE_TOKEN; while [ ! -e "` + gate + `" ]; do sleep 0.05; done`
+	r1 := startCLI(t, ep, "run", name, "--shared", "--holder", "r1", "--ttl", "10s", "--", "sh", "-c", cmd)
+	r2 := startCLI(t, ep, "run", name, "--shared", "--holder", "r2", "--ttl", "10s", "--", "sh", "-c", cmd)
+	l1, l2 := r1.line("r1's token"), r2.line("r2's token")
+	if l1 == l2 || !strings.HasPrefix(l1, "token ") || !strings.HasPrefix(l2, "token ") {
+		t.Fatalf("the shared commands printed %q and %q, want two tokens", l1, l2)
+	}
+	mustCode(t, 3, cli(t, ep, "acquire", name, "--holder", "w"), "an exclusive acquire while both run")
+	mustCode(t, 2, cli(t, ep, "run", name, "--shared", "--limit", "2", "--", "true"), "--shared with --limit")
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	<-r1.done
+	<-r2.done
+	if r1.code != 0 || r2.code != 0 {
+		t.Fatalf("the shared commands exited %d and %d", r1.code, r2.code)
+	}
+	w := cli(t, ep, "run", name, "--holder", "w", "--ttl", "10s", "--", "sh", "-c", "echo token $TENURE_TOKEN")
+	mustCode(t, 0, w, "the exclusive run after them")
+	if !strings.HasPrefix(w.stdout, "token ") || w.stdout == l1+"\n" || w.stdout == l2+"\n" {
+		t.Fatalf("the exclusive run printed %q", w.stdout)
+	}
+}

@@ -38,7 +38,7 @@ Commands:
   kv get KEY [--print-value-only]
   kv list [PREFIX] [--keys-only]
   kv delete KEY --lease NAME --token T
-  run NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--kill-after D] [--verbose] -- CMD [ARGS...]
+  run NAME [--holder H] [--ttl 10s] [--limit N | --shared] [--lock-delay D] [--kill-after D] [--verbose] -- CMD [ARGS...]
                                run CMD holding the lease
   elect NAME [PROPOSAL] [--ttl 10s] [--lock-delay D]   campaign; print the token when leading
   elect --listen NAME          print each new leader

@@ -35,7 +35,7 @@ var commandFlags = map[string][]string{
 	"member":     nil,
 	"leader":     nil,
 	"snapshot":   nil,
-	"run":        {"--holder", "--ttl", "--limit", "--lock-delay", "--kill-after", "--verbose"},
+	"run":        {"--holder", "--ttl", "--limit", "--shared", "--lock-delay", "--kill-after", "--verbose"},
 	"elect":      {"--listen", "--ttl", "--lock-delay"},
 	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--ui", "--verbose"},
 	"fence":      nil,
