@@ -185,8 +185,12 @@ func (r *runner) acquire(ctx context.Context, s *election.Session) (*election.Le
 	tctx, cancel := context.WithTimeout(ctx, r.a.g.requestTimeout)
 	try, wait := s.TryAcquireSlot, s.AcquireSlot
 	if r.shared {
-		try = func(ctx context.Context, name string, _ int) (*election.Lease, error) { return s.TryAcquireShared(ctx, name) }
-		wait = func(ctx context.Context, name string, _ int) (*election.Lease, error) { return s.AcquireShared(ctx, name) }
+		try = func(ctx context.Context, name string, _ int) (*election.Lease, error) {
+			return s.TryAcquireShared(ctx, name)
+		}
+		wait = func(ctx context.Context, name string, _ int) (*election.Lease, error) {
+			return s.AcquireShared(ctx, name)
+		}
 	}
 	l, err := try(tctx, r.name, r.limit)
 	cancel()
