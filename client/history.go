@@ -48,6 +48,8 @@ type Term struct {
 	// ClusterStart and ClusterEnd are the same times in cluster time,
 	// which decides expiry and retention.
 	ClusterStart, ClusterEnd time.Duration
+	// Shared is true for the term of a shared (read) grant.
+	Shared bool
 }
 
 // Held reports whether the term has not ended.
@@ -87,7 +89,8 @@ func (c *Client) History(ctx context.Context, name string, opts HistoryOptions) 
 func termFromProto(p *tenurev1.Term) Term {
 	t := Term{Name: p.GetName(), Holder: p.GetHolder(), Token: p.GetToken(), Principal: p.GetPrincipal(),
 		Limit: int(p.GetLimit()), Reason: p.GetReason(), WritesAccepted: p.GetWritesAccepted(),
-		WritesRefused: p.GetWritesRefused(), ClusterStart: p.GetClusterStart().AsDuration()}
+		WritesRefused: p.GetWritesRefused(), ClusterStart: p.GetClusterStart().AsDuration(),
+		Shared: p.GetShared()}
 	if p.StartTime != nil {
 		t.Start = p.GetStartTime().AsTime()
 	}

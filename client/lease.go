@@ -35,6 +35,8 @@ type Lease struct {
 	// LockDelay is the grant's lock-delay (see the LockDelay option), 0
 	// for none.
 	LockDelay time.Duration
+	// Shared is true for a shared (read) grant (see the Shared option).
+	Shared bool
 	// Sent is when the request that returned the lease was sent, on the
 	// local clock (with its monotonic reading). The lease expires no
 	// earlier than Sent + Remaining measured at the cluster's clock rate;
@@ -53,6 +55,7 @@ func leaseFromProto(p *tenurev1.Lease, sent time.Time) Lease {
 		Remaining: p.GetRemaining().AsDuration(),
 		Limit:     l.Limit,
 		LockDelay: l.LockDelay,
+		Shared:    l.Shared,
 		Sent:      sent,
 	}
 }
@@ -76,6 +79,8 @@ type AcquireSettings struct {
 	Limit int
 	// LockDelay is set by the LockDelay option.
 	LockDelay time.Duration
+	// Shared is set by the Shared option: acquire a shared (read) grant.
+	Shared bool
 }
 
 // NewAcquireSettings applies opts to the zero settings (try once) and
@@ -128,6 +133,22 @@ func LockDelay(d time.Duration) AcquireOption {
 	return func(o *AcquireSettings) { o.LockDelay = d }
 }
 
+// Shared makes Acquire ask for a shared (read) grant of name, as a read
+// lock of a read-write lock: shared grants of a name are held at once
+// (up to 1000), each with its own fencing token, and exclude an exclusive
+// grant (an Acquire without Shared). Waiters are served in order: with
+// Wait, a shared acquire queued behind a waiting exclusive one waits for
+// it, so readers never starve a writer; when an exclusive grant ends,
+// every shared waiter at the head of the queue is granted at once.
+//
+// A shared grant renews and releases like any other, but may not write
+// the built-in store (Put and Delete fail with ErrInvalid): fence writes
+// with exclusive tokens. A holder cannot switch modes (release first),
+// and Shared with Limit above 1 fails with ErrInvalid.
+func Shared() AcquireOption {
+	return func(o *AcquireSettings) { o.Shared = true }
+}
+
 // Acquire grants the lease name to holder for ttl, or renews it if holder
 // already holds it (same token). If another holder has it, the error
 // matches ErrLeaseHeld and is a *HeldError naming that holder.
@@ -158,6 +179,7 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 		if o.LockDelay != 0 {
 			req.LockDelay = durationpb.New(o.LockDelay)
 		}
+		req.Shared = o.Shared
 		timeout := c.cfg.RequestTimeout
 		if o.Wait {
 			if waitUntil.IsZero() {

@@ -16,6 +16,10 @@ type RunConfig struct {
 	// slots (as `tenure run --limit` does), so up to Limit holders run at
 	// once, each with its own token. Default 0: one leader.
 	Limit int
+	// Shared makes Run hold Name shared (as `tenure run --shared` does,
+	// see Session.AcquireShared): shared holders run at once, each with
+	// its own token, an exclusive one alone. Not with a Limit above 1.
+	Shared bool
 	// Session configures the session Run leads with: holder, TTL and the
 	// renewal timing.
 	Session Config
@@ -81,7 +85,7 @@ func Run(ctx context.Context, cfg RunConfig, fn func(ctx context.Context, l *Lea
 	}
 
 	for {
-		l, err := s.acquire(ctx, cfg.Name, true, cfg.Limit)
+		l, err := s.acquireMode(ctx, cfg.Name, true, cfg.Limit, cfg.Shared)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

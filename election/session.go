@@ -126,6 +126,22 @@ func (s *Session) TryAcquireSlot(ctx context.Context, name string, limit int) (*
 	return s.acquire(ctx, name, false, limit)
 }
 
+// AcquireShared is Acquire for a shared (read) grant of name (see
+// client.Shared): it coexists with other shared grants of name, each with
+// its own token, and excludes an exclusive one (Acquire). It queues in
+// order with exclusive waiters, so it waits behind a queued Acquire. A
+// shared Lease renews, steps down and releases like any other, but its
+// fenced writes fail with client.ErrInvalid: shared holders read.
+func (s *Session) AcquireShared(ctx context.Context, name string) (*Lease, error) {
+	return s.acquireMode(ctx, name, true, 0, true)
+}
+
+// TryAcquireShared is AcquireShared without waiting: if name is held
+// exclusive or a waiter is queued, the error matches client.ErrLeaseHeld.
+func (s *Session) TryAcquireShared(ctx context.Context, name string) (*Lease, error) {
+	return s.acquireMode(ctx, name, false, 0, true)
+}
+
 // Campaign blocks until this session's holder leads name, that is, holds
 // the lease name, and returns the leadership: its token, its context
 // (which ends before the server could hand the leadership to another
@@ -136,6 +152,10 @@ func (s *Session) Campaign(ctx context.Context, name string) (*Lease, error) {
 }
 
 func (s *Session) acquire(ctx context.Context, name string, wait bool, limit int) (*Lease, error) {
+	return s.acquireMode(ctx, name, wait, limit, false)
+}
+
+func (s *Session) acquireMode(ctx context.Context, name string, wait bool, limit int, shared bool) (*Lease, error) {
 	if err := s.reserve(name); err != nil {
 		return nil, err
 	}
@@ -154,6 +174,9 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool, limit int
 	}
 	if s.cfg.LockDelay > 0 {
 		opts = append(opts, client.LockDelay(s.cfg.LockDelay))
+	}
+	if shared {
+		opts = append(opts, client.Shared())
 	}
 	if old := s.lostToken(name); old > 0 {
 		// The last term was lost here, before the server's expiry: the

@@ -74,6 +74,30 @@ func encodeWholeSnapshot(s *State) []byte {
 			}
 		}
 	}
+	// Shared grants, waiters or remembered shared grants: version 7.
+	shared := false
+	for _, l := range snap.Leases {
+		shared = shared || l.Shared
+	}
+	for _, q := range snap.Queues {
+		for _, w := range q.Waiters {
+			shared = shared || w.Shared
+		}
+	}
+	for _, ss := range snap.Sessions {
+		for _, r := range ss.Results {
+			shared = shared || (r.Lease != nil && r.Lease.Shared)
+			for _, l := range r.Leases {
+				shared = shared || l.Shared
+			}
+			for _, rr := range r.Renewed {
+				shared = shared || (rr.Lease != nil && rr.Lease.Shared)
+			}
+		}
+	}
+	if shared {
+		snap.Version = snapshotV7
+	}
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(&snap); err != nil {
 		panic(err)

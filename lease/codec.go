@@ -51,6 +51,8 @@ const (
 	// fLockDelay: after the reason, an acquire's lock-delay (zigzag
 	// varint). Added with lock-delays.
 	fLockDelay
+	// fShared: a shared acquire (no payload). Added with shared grants.
+	fShared
 )
 
 // AppendBatch appends the binary encoding of b to buf.
@@ -103,6 +105,7 @@ func appendOp(buf []byte, op Op) []byte {
 	set(op.Session != "", fSession)
 	set(op.Reason != "", fReason)
 	set(op.LockDelay != 0, fLockDelay)
+	set(op.Shared, fShared)
 	buf = append(buf, byte(op.Type))
 	buf = binary.AppendUvarint(buf, flags)
 	if flags&fName != 0 {
@@ -265,7 +268,7 @@ func (d *decoder) op() Op {
 		return Op{}
 	}
 	flags := d.uvarint("flags")
-	if flags >= fLockDelay<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
+	if flags >= fShared<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
 		d.fail("flags")
 	}
 	if flags&fName != 0 {
@@ -326,5 +329,6 @@ func (d *decoder) op() Op {
 	if flags&fLockDelay != 0 {
 		op.LockDelay = time.Duration(d.varint("lock delay"))
 	}
+	op.Shared = flags&fShared != 0
 	return op
 }

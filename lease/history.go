@@ -114,6 +114,8 @@ type Term struct {
 	// grant had ended, a key had a higher token, another principal).
 	Accepted uint64 `json:"accepted,omitempty"`
 	Refused  uint64 `json:"refused,omitempty"`
+	// Shared is true for the term of a shared grant (see shared.go).
+	Shared bool `json:"shared,omitempty"`
 }
 
 // HistoryRetention is how much history the state keeps.
@@ -333,7 +335,7 @@ func (a *applier) opened(l *Lease) {
 	}
 	h.byName[l.Name] = append(ts, Term{
 		Holder: l.Holder, Token: l.Token, Principal: l.Principal, Limit: l.Limit,
-		Start: l.GrantedAt, StartWall: a.wallAt(l.GrantedAt),
+		Start: l.GrantedAt, StartWall: a.wallAt(l.GrantedAt), Shared: l.Shared,
 	})
 	h.trim(l.Name, a.now)
 }

@@ -326,7 +326,7 @@ func TestHistoryProperties(t *testing.T) {
 					l := ev.Lease
 					switch ev.Type {
 					case EventGranted:
-						all[l.Name] = append(all[l.Name], Term{Holder: l.Holder, Token: l.Token, Principal: l.Principal,
+						all[l.Name] = append(all[l.Name], Term{Holder: l.Holder, Token: l.Token, Principal: l.Principal, Shared: l.Shared,
 							Limit: l.Limit, Start: l.GrantedAt, StartWall: wall0 + int64(l.GrantedAt)})
 					default:
 						tm := find(l.Name, l.Token)

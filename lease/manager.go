@@ -92,6 +92,14 @@ func (m *Manager) AcquireSlot(name, holder string, limit int, ttl time.Duration)
 	return r.Lease, r.Err
 }
 
+// AcquireShared acquires a shared (read) grant of name for holder, or
+// renews holder's shared grant. It fails with a *HeldError if name is
+// held exclusive or a waiter is queued (see shared.go).
+func (m *Manager) AcquireShared(name, holder string, ttl time.Duration) (Lease, error) {
+	r := m.do1(Op{Type: OpAcquire, Name: name, Holder: holder, TTL: ttl, Shared: true})
+	return r.Lease, r.Err
+}
+
 // Renew extends the grant name/token by its TTL.
 func (m *Manager) Renew(name string, token uint64) (Lease, error) {
 	r := m.do1(Op{Type: OpRenew, Refs: []Ref{{Name: name, Token: token}}})

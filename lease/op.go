@@ -12,7 +12,7 @@ type OpType uint8
 // The operations. The numeric values are part of the log format: never
 // renumber them.
 const (
-	OpAcquire    OpType = 1  // Name, Holder, TTL, Wait, WaitTimeout, Limit, LockDelay, Principal
+	OpAcquire    OpType = 1  // Name, Holder, TTL, Wait, WaitTimeout, Limit, LockDelay, Principal, Shared
 	OpRenew      OpType = 2  // Refs
 	OpRelease    OpType = 3  // Name, Token
 	OpExpire     OpType = 4  // (uses the batch time)
@@ -96,6 +96,10 @@ type Op struct {
 	// Reason is why an OpRevoke ends the grant: the operator's words,
 	// kept for the holder (see lockdelay.go).
 	Reason string
+	// Shared makes an OpAcquire a shared (read) acquire: shared grants
+	// of a name coexist, each with its own token, and exclude an
+	// exclusive grant. See shared.go.
+	Shared bool
 }
 
 // Batch is the unit of replication: operations stamped with one cluster
@@ -130,6 +134,9 @@ type Lease struct {
 	Principal string `json:",omitempty"`
 	// LockDelay is the grant's lock-delay (see Op.LockDelay), 0 for none.
 	LockDelay time.Duration `json:",omitempty"`
+	// Shared is true for a shared (read) grant: other shared grants of
+	// Name may be live with it, an exclusive one may not (shared.go).
+	Shared bool `json:",omitempty"`
 }
 
 // Remaining returns how long the lease has left at cluster time now.
@@ -266,6 +273,9 @@ func (l Limits) Validate(op Op) error {
 		}
 		if op.LockDelay > l.MaxLockDelay {
 			return invalidf("lock_delay %s is above the maximum of %s", op.LockDelay, l.MaxLockDelay)
+		}
+		if err := checkShared(op); err != nil {
+			return err
 		}
 	case OpRenew:
 		if len(op.Refs) == 0 {

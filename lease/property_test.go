@@ -136,10 +136,10 @@ func (m *model) set(name string, ls []Lease) {
 	}
 }
 
-func (m *model) grant(name, holder string, ttl time.Duration, limit int, lockDelay time.Duration) Lease {
+func (m *model) grant(name, holder string, ttl time.Duration, limit int, lockDelay time.Duration, shared bool) Lease {
 	m.last++
 	l := Lease{Name: name, Holder: holder, Token: m.last, TTL: ttl, GrantedAt: m.now, ExpiresAt: m.now + ttl, Limit: plain(limit),
-		LockDelay: lockDelay}
+		LockDelay: lockDelay, Shared: shared}
 	m.leases[name] = append(slices.Clone(m.leases[name]), l)
 	m.emit(EventGranted, l)
 	return l
@@ -154,13 +154,25 @@ func (m *model) free(name string) {
 	q := m.queues[name]
 	for len(q) > 0 {
 		ls := m.leases[name]
-		if len(ls) > 0 && len(ls) >= lim(ls[0].Limit) {
-			break
+		rw := (len(ls) > 0 && ls[0].Shared) || q[0].Shared
+		if rw && q[0].Deadline <= m.now {
+			// A read-write lock drops a gone waiter at once: it must not
+			// hold back the readers behind it.
+			q = q[1:]
+			continue
+		}
+		if len(ls) > 0 {
+			if rw && !(ls[0].Shared && q[0].Shared && len(ls) < MaxShared) {
+				break // an exclusive grant or waiter: wait for every grant to end
+			}
+			if !rw && len(ls) >= lim(ls[0].Limit) {
+				break
+			}
 		}
 		w := q[0]
 		q = q[1:]
 		if w.Deadline > m.now && (len(ls) == 0 || lim(w.Limit) == lim(ls[0].Limit)) {
-			m.grant(name, w.Holder, w.TTL, w.Limit, w.LockDelay)
+			m.grant(name, w.Holder, w.TTL, w.Limit, w.LockDelay, w.Shared)
 		}
 	}
 	if len(q) == 0 {
@@ -197,6 +209,9 @@ func (m *model) removeWaiter(name, holder string) {
 	} else {
 		m.queues[name] = q
 	}
+	if ls := m.leases[name]; (len(ls) > 0 && ls[0].Shared) || (len(q) > 0 && q[0].Shared) {
+		m.free(name) // readers behind a waiter that left may go
+	}
 }
 
 var errModelStale = &StaleError{Detail: "model"}
@@ -225,6 +240,9 @@ func (m *model) op(op Op) Result {
 	case OpAcquire:
 		ls := slices.Clone(m.liveSlots(op.Name))
 		d, delayed := m.delayed(op.Name)
+		if op.Shared || (len(ls) > 0 && ls[0].Shared) {
+			return m.acquireShared(op, ls, d, delayed)
+		}
 		if len(ls) > 0 && lim(op.Limit) != lim(ls[0].Limit) {
 			return Result{Err: ErrInvalid}
 		}
@@ -255,7 +273,7 @@ func (m *model) op(op Op) Result {
 			return Result{Err: held, Queued: true}
 		}
 		if len(ls) == 0 || len(ls) < lim(ls[0].Limit) {
-			return Result{Lease: m.grant(op.Name, op.Holder, op.TTL, op.Limit, op.LockDelay)}
+			return Result{Lease: m.grant(op.Name, op.Holder, op.TTL, op.Limit, op.LockDelay, false)}
 		}
 		first := ls[0]
 		for _, l := range ls {
@@ -362,8 +380,12 @@ func (m *model) op(op Op) Result {
 		// The fenced store's rule: the token is a live grant of the named
 		// lease (a held slot of a semaphore), and not lower than the
 		// key's fence.
-		if _, i := m.current(op.Name, op.Token); i < 0 {
+		ls, i := m.current(op.Name, op.Token)
+		if i < 0 {
 			return Result{Err: m.stale(op.Name, op.Token)}
+		}
+		if ls[i].Shared {
+			return Result{Err: ErrInvalid} // readers do not write
 		}
 		k := m.kv[op.Key]
 		if op.Token < k.fence {
@@ -405,9 +427,63 @@ func (m *model) op(op Op) Result {
 	return Result{Err: ErrInvalid}
 }
 
+// acquireShared is an acquire of a read-write lock: shared, or of a name
+// held shared. Shared grants coexist (at most MaxShared), an exclusive one
+// is alone, and nobody overtakes a waiter.
+func (m *model) acquireShared(op Op, ls []Lease, d modelDelay, delayed bool) Result {
+	if op.Limit > 1 || (len(ls) > 0 && ls[0].Limit > 1) {
+		return Result{Err: ErrInvalid}
+	}
+	if i := slices.IndexFunc(ls, func(l Lease) bool { return l.Holder == op.Holder }); i >= 0 {
+		if ls[i].Shared != op.Shared {
+			return Result{Err: ErrInvalid} // no upgrade, no downgrade
+		}
+		ls[i].TTL, ls[i].ExpiresAt, ls[i].LockDelay = op.TTL, m.now+op.TTL, op.LockDelay
+		m.leases[op.Name] = ls
+		m.removeWaiter(op.Name, op.Holder)
+		return Result{Lease: ls[i]}
+	}
+	q := m.queues[op.Name]
+	nobodyAhead := len(q) == 0 || q[0].Holder == op.Holder
+	if len(ls) == 0 || (op.Shared && ls[0].Shared && len(ls) < MaxShared && nobodyAhead) {
+		if delayed {
+			held := &HeldError{Name: op.Name, Holder: d.grant.Holder, Token: d.grant.Token, Remaining: d.until - m.now,
+				LockDelay: true, Ended: m.now - (d.until - d.grant.LockDelay)}
+			if !op.Wait {
+				m.removeWaiter(op.Name, op.Holder)
+				return Result{Err: held}
+			}
+			for _, w := range q {
+				if w.Holder != op.Holder && lim(w.Limit) != lim(op.Limit) {
+					return Result{Err: ErrInvalid}
+				}
+			}
+			m.queue(op)
+			return Result{Err: held, Queued: true}
+		}
+		l := m.grant(op.Name, op.Holder, op.TTL, op.Limit, op.LockDelay, op.Shared)
+		m.removeWaiter(op.Name, op.Holder)
+		return Result{Lease: l}
+	}
+	last := ls[0]
+	for _, l := range ls {
+		if l.ExpiresAt > last.ExpiresAt {
+			last = l
+		}
+	}
+	held := &HeldError{Name: op.Name, Holder: last.Holder, Token: last.Token, Remaining: last.ExpiresAt - m.now}
+	if !op.Wait {
+		m.removeWaiter(op.Name, op.Holder)
+		return Result{Err: held}
+	}
+	m.queue(op)
+	return Result{Err: held, Queued: true}
+}
+
 // queue queues op's holder, or updates its place.
 func (m *model) queue(op Op) {
-	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: m.now + op.WaitTimeout, Limit: plain(op.Limit), LockDelay: op.LockDelay}
+	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: m.now + op.WaitTimeout, Limit: plain(op.Limit), LockDelay: op.LockDelay,
+		Shared: op.Shared}
 	q := m.queues[op.Name]
 	if i := slices.IndexFunc(q, func(x waiter) bool { return x.Holder == op.Holder }); i >= 0 {
 		q[i] = w
@@ -480,6 +556,8 @@ type history struct {
 	lastToken uint64
 	live      map[string][]Lease         // the live grants of each name, per the events
 	ended     map[string][]time.Duration // when grants of a name ended, for overlap checks
+	endedExcl map[string][]time.Duration // when exclusive grants of a name ended
+	shared    map[uint64]bool            // tokens of shared grants
 	fences    map[string]uint64          // highest token each key accepted
 	granted   map[uint64]string          // the name each token was granted for
 	endedNow  map[uint64]bool            // tokens whose grant ended in the last batch
@@ -492,7 +570,7 @@ type history struct {
 func newHistory() *history {
 	return &history{live: map[string][]Lease{}, ended: map[string][]time.Duration{}, fences: map[string]uint64{},
 		granted: map[uint64]string{}, endedNow: map[uint64]bool{}, endedOld: map[uint64]bool{},
-		delayed: map[string]time.Duration{}}
+		delayed: map[string]time.Duration{}, endedExcl: map[string][]time.Duration{}, shared: map[uint64]bool{}}
 }
 
 // liveCount returns the number of live grants of all names.
@@ -533,7 +611,26 @@ func (h *history) check(ev []Event, now time.Duration) error {
 			// slot when it was granted.
 			ended := slices.DeleteFunc(h.ended[name], func(end time.Duration) bool { return end <= e.At })
 			h.ended[name] = ended
-			if n := len(live) + len(ended) + 1; n > lim(e.Lease.Limit) {
+			endedExcl := slices.DeleteFunc(h.endedExcl[name], func(end time.Duration) bool { return end <= e.At })
+			h.endedExcl[name] = endedExcl
+			if e.Lease.Shared {
+				// Shared grants overlap each other, never an exclusive one.
+				if e.Lease.Limit != 0 {
+					return fmt.Errorf("shared grant %+v with a limit", e.Lease)
+				}
+				for _, prev := range live {
+					if !prev.Shared {
+						return fmt.Errorf("shared grant %+v while %+v is held exclusive", e.Lease, prev)
+					}
+				}
+				if len(endedExcl) > 0 {
+					return fmt.Errorf("shared grant %+v at %s overlaps an exclusive grant that ended later", e.Lease, e.At)
+				}
+				if n := len(live) + len(ended) + 1; n > MaxShared {
+					return fmt.Errorf("shared grant %+v makes %d holders", e.Lease, n)
+				}
+				h.shared[e.Lease.Token] = true
+			} else if n := len(live) + len(ended) + 1; n > lim(e.Lease.Limit) {
 				return fmt.Errorf("grant %+v at %s makes %d live holders (%d ended later), more than the limit %d",
 					e.Lease, e.At, n, len(ended), lim(e.Lease.Limit))
 			}
@@ -574,6 +671,9 @@ func (h *history) check(ev []Event, now time.Duration) error {
 				h.delayed[name] = max(h.delayed[name], end+e.Lease.LockDelay)
 			}
 			h.ended[name] = append(h.ended[name], end)
+			if !e.Lease.Shared {
+				h.endedExcl[name] = append(h.endedExcl[name], end)
+			}
 			h.endedNow[e.Lease.Token] = true
 		default:
 			return fmt.Errorf("unknown event %+v", e)
@@ -615,6 +715,9 @@ func (h *history) checkResults(ops []Op, res []Result) error {
 			if h.granted[op.Token] != op.Name {
 				return fmt.Errorf("%s accepted token %d for %s, but it was granted for %q", op.Type, op.Token, op.Name, h.granted[op.Token])
 			}
+			if h.shared[op.Token] {
+				return fmt.Errorf("%s accepted the shared token %d of %s", op.Type, op.Token, op.Name)
+			}
 			if h.endedOld[op.Token] {
 				return fmt.Errorf("%s accepted token %d of %s after its grant ended", op.Type, op.Token, op.Name)
 			}
@@ -653,6 +756,11 @@ func drawOp(t *rapid.T, s *State) Op {
 		}
 		if rapid.IntRange(0, 5).Draw(t, "other limit") == 0 {
 			op.Limit = rapid.IntRange(0, propLimits.MaxLimit).Draw(t, "limit")
+		}
+		// "a" is a read-write lock: shared or exclusive. Now and then a
+		// shared acquire of a semaphore, which is refused.
+		if op.Limit <= 1 && ((name == "a" && rapid.Bool().Draw(t, "shared")) || rapid.IntRange(0, 5).Draw(t, "shared other") == 0) {
+			op.Shared = true
 		}
 		if rapid.Bool().Draw(t, "wait") {
 			op.Wait = true
@@ -755,6 +863,7 @@ func TestProperties(t *testing.T) {
 					{Type: OpRevoke, Name: "a"},
 					{Type: OpRevoke, Name: "a", Reason: "too long a reason"},
 					{Type: OpRevoke, Reason: "r"},
+					{Type: OpAcquire, Name: "b", Holder: "h1", TTL: sec, Limit: 2, Shared: true},
 				}).Draw(t, "invalid op")
 			}
 
@@ -832,7 +941,13 @@ func TestProperties(t *testing.T) {
 				if !slices.ContainsFunc(hist.live[l.Name], func(g Lease) bool { return g.Token == l.Token }) {
 					t.Fatalf("stored %+v, events say %+v", l, hist.live[l.Name])
 				}
-				if n := len(s.Slots(l.Name)); n > lim(l.Limit) {
+				if l.Shared {
+					for _, o := range s.Slots(l.Name) {
+						if !o.Shared {
+							t.Fatalf("%s stored shared %+v and exclusive %+v", l.Name, l, o)
+						}
+					}
+				} else if n := len(s.Slots(l.Name)); n > lim(l.Limit) {
 					t.Fatalf("%d grants of %s stored, more than its limit %d", n, l.Name, lim(l.Limit))
 				}
 				due = append(due, l.ExpiresAt)

@@ -43,6 +43,11 @@ import (
 // ("history_retention", when an OpHistoryConfig set one) and the kept terms
 // of each name ("history", sorted by name, terms in grant order), both
 // last. It is written only when either is there.
+//
+// Version 7 adds shared grants (see shared.go): "Shared" on grants,
+// waiters, terms and the grants of remembered results. It is written only
+// when one of them is shared, so a node that predates shared grants
+// refuses the snapshot instead of taking the readers for writers.
 const (
 	snapshotV1 = 1
 	snapshotV2 = 2
@@ -50,6 +55,7 @@ const (
 	snapshotV4 = 4
 	snapshotV5 = 5
 	snapshotV6 = 6
+	snapshotV7 = 7
 )
 
 type snapshot struct {
@@ -199,6 +205,9 @@ func (c *Capture) Write(w io.Writer) error {
 	if c.retention != nil || len(c.history) > 0 {
 		version = snapshotV6
 	}
+	if c.hasShared() {
+		version = snapshotV7 // shared.go
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	ew := &errWriter{w: bw}
 	head, err := json.Marshal(snapshot{Version: version, Now: c.now, LastToken: c.lastToken, Revision: c.revision})
@@ -291,8 +300,11 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := json.NewDecoder(r).Decode(&snap); err != nil {
 		return nil, fmt.Errorf("lease: read snapshot: %w", err)
 	}
-	if snap.Version < snapshotV1 || snap.Version > snapshotV6 {
-		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV6)
+	if snap.Version < snapshotV1 || snap.Version > snapshotV7 {
+		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV7)
+	}
+	if err := checkSharedSnapshot(&snap); err != nil {
+		return nil, err
 	}
 	if snap.Version < snapshotV6 && (snap.HistoryRetention != nil || len(snap.History) > 0) {
 		return nil, fmt.Errorf("lease: version %d snapshot has a lease history", snap.Version)
@@ -350,6 +362,16 @@ func checkSlot(v int, ls []*Lease, l *Lease) error {
 		return fmt.Errorf("lease: version %d snapshot has a principal on %q", v, l.Name)
 	case v < snapshotV5 && l.LockDelay != 0:
 		return fmt.Errorf("lease: version %d snapshot has a lock-delay on %q", v, l.Name)
+	case l.Shared && l.Limit != 0:
+		return fmt.Errorf("lease: snapshot has a shared grant of %q with the limit %d", l.Name, l.Limit)
+	case len(ls) > 0 && l.Shared != ls[0].Shared:
+		return fmt.Errorf("lease: snapshot has shared and exclusive grants of %q", l.Name)
+	case l.Shared && len(ls) >= MaxShared:
+		return fmt.Errorf("lease: snapshot has more than %d shared grants of %q", MaxShared, l.Name)
+	case l.Shared && len(ls) > 0 && l.Token <= ls[len(ls)-1].Token:
+		return fmt.Errorf("lease: snapshot has the grants of %q out of order", l.Name)
+	case l.Shared:
+		return nil
 	case l.Limit < 0 || l.Limit == 1:
 		return fmt.Errorf("lease: snapshot has the limit %d on %q", l.Limit, l.Name)
 	case len(ls) == 0:

@@ -108,6 +108,8 @@ type waiter struct {
 	// LockDelay is the lock-delay the waiter asked for, given to its
 	// grant.
 	LockDelay time.Duration `json:",omitempty"`
+	// Shared is true for a waiter of a shared grant (see shared.go).
+	Shared bool `json:",omitempty"`
 }
 
 type fence struct {
@@ -481,7 +483,11 @@ func (a *applier) grantWaiters(name string) {
 	q := a.s.queues[name]
 	for len(q) > 0 {
 		ls := a.s.leases.get(name)
-		if len(ls) > 0 && len(ls) >= effectiveLimit(ls[0].Limit) {
+		if sharedMode(ls, q) && q[0].Deadline <= a.now {
+			q = q[1:] // a gone waiter must not hold back readers behind it
+			continue
+		}
+		if waiterBlocked(ls, q[0]) {
 			break
 		}
 		w := q[0]
@@ -494,7 +500,7 @@ func (a *applier) grantWaiters(name string) {
 			// queued), but a log must apply the same way forever.
 			continue
 		}
-		a.granted(w, a.grant(name, w.Holder, w.TTL, w.Limit, w.Principal, w.LockDelay))
+		a.granted(w, a.grant(name, w.Holder, w.TTL, w.Limit, w.Principal, w.LockDelay, w.Shared))
 	}
 	if len(q) == 0 {
 		delete(a.s.queues, name)
@@ -503,7 +509,7 @@ func (a *applier) grantWaiters(name string) {
 	}
 }
 
-func (a *applier) grant(name, holder string, ttl time.Duration, limit int, principal string, lockDelay time.Duration) *Lease {
+func (a *applier) grant(name, holder string, ttl time.Duration, limit int, principal string, lockDelay time.Duration, shared bool) *Lease {
 	a.s.lastToken++
 	if limit <= 1 {
 		limit = 0 // a plain lease
@@ -520,6 +526,7 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int, princ
 		Limit:     limit,
 		Principal: unique.Make(principal).Value(),
 		LockDelay: lockDelay,
+		Shared:    shared,
 	}
 	a.s.leases.set(name, append(a.s.leases.get(name), l))
 	a.s.pushExpiry(l)
@@ -595,11 +602,14 @@ func (a *applier) acquire(op Op) Result {
 		}
 	}
 	d, delayed := a.delayed(op.Name)
+	if op.Shared || (len(ls) > 0 && ls[0].Shared) {
+		return a.acquireShared(op, ls, d, delayed) // shared.go
+	}
 	if len(ls) == 0 {
 		if delayed {
 			return a.delayedAcquire(op, d, 0)
 		}
-		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay)}
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay, false)}
 	}
 	if limit := effectiveLimit(ls[0].Limit); effectiveLimit(op.Limit) != limit {
 		// The limit of a name is fixed by its first grant while any
@@ -630,7 +640,7 @@ func (a *applier) acquire(op Op) Result {
 		}
 		// A free slot. Waiters are granted as soon as a slot frees, so
 		// none is waiting for this one.
-		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay)}
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay, false)}
 	}
 	// Report the grant that expires first: the soonest a slot frees
 	// without a release.
@@ -658,7 +668,7 @@ func (a *applier) enqueue(op Op) {
 		limit = 0
 	}
 	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: a.now + op.WaitTimeout, Limit: limit, Principal: op.Principal,
-		LockDelay: op.LockDelay}
+		LockDelay: op.LockDelay, Shared: op.Shared}
 	q := a.s.queues[op.Name]
 	for i := range q {
 		if q[i].Holder == op.Holder {
@@ -666,6 +676,7 @@ func (a *applier) enqueue(op Op) {
 			// (Its limit too: with no live grant it may have changed.)
 			q[i].TTL, q[i].Deadline, q[i].Limit, q[i].LockDelay = w.TTL, w.Deadline, w.Limit, w.LockDelay
 			q[i].Session, q[i].Seq = "", 0
+			q[i].Shared = w.Shared
 			return
 		}
 	}
@@ -684,6 +695,10 @@ func (a *applier) removeWaiter(name, holder string) {
 		delete(a.s.queues, name)
 	} else {
 		a.s.queues[name] = q
+	}
+	if sharedMode(a.s.leases.get(name), q) {
+		// Readers queued behind the waiter that left may be free to go.
+		a.grantWaiters(name)
 	}
 }
 
@@ -714,6 +729,9 @@ func (a *applier) check(name string, token uint64) (*Lease, error) {
 	}
 	if ls[0].Limit > 1 {
 		return nil, &StaleError{Name: name, Token: token, Detail: "no slot held now has this token"}
+	}
+	if ls[0].Shared {
+		return nil, &StaleError{Name: name, Token: token, Detail: "no grant held now has this token"}
 	}
 	return nil, &StaleError{Name: name, Token: token, Detail: "the current grant has another token"}
 }
@@ -814,6 +832,9 @@ func (a *applier) fenceCheck(op Op) (*fence, error) {
 	}
 	if err := owns(l, op.Principal, "write with"); err != nil {
 		return nil, err
+	}
+	if l.Shared {
+		return nil, sharedWriteError(l)
 	}
 	f := a.s.kv[op.Key]
 	if f != nil && op.Token < f.Token {

@@ -961,7 +961,7 @@ func TestReadSnapshotRejects(t *testing.T) {
 		{"empty", ""},
 		{"not JSON", "nope"},
 		{"truncated", good[:len(good)/2]},
-		{"future version", strings.Replace(good, `"version":1`, `"version":7`, 1)},
+		{"future version", strings.Replace(good, `"version":1`, `"version":99`, 1)},
 		{"history in version 5", strings.Replace(strings.Replace(good, `"version":1`, `"version":5`, 1), `"kv":null}`, `"kv":null,"history":[{"name":"a","terms":[{"holder":"h","token":1,"start":0}]}]}`, 1)},
 		{"history token above last token", strings.Replace(strings.Replace(good, `"version":1`, `"version":6`, 1), `"kv":null}`, `"kv":null,"history":[{"name":"a","terms":[{"holder":"h","token":2,"start":0}]}]}`, 1)},
 		{"history out of order", strings.Replace(strings.Replace(strings.Replace(good, `"version":1`, `"version":6`, 1), `"last_token":1`, `"last_token":3`, 1), `"kv":null}`, `"kv":null,"history":[{"name":"a","terms":[{"holder":"h","token":3,"start":0},{"holder":"h","token":2,"start":0}]}]}`, 1)},

@@ -107,6 +107,7 @@ func acquireOp(ctx context.Context, m *tenurev1.AcquireRequest) (lease.Op, error
 		Limit:       int(min(m.GetLimit(), math.MaxInt32)),
 		Principal:   principalFrom(ctx),
 		LockDelay:   m.GetLockDelay().AsDuration(),
+		Shared:      m.GetShared(),
 	}
 	return withRequestID(op, m.GetRequestId()), nil
 }

@@ -136,11 +136,12 @@ type uiLease struct {
 	ExpiresAt float64  `json:"expires_at"`
 	Limit     int      `json:"limit,omitempty"`
 	Waiters   []string `json:"waiters,omitempty"`
+	Shared    bool     `json:"shared,omitempty"`
 }
 
 func toUILease(l lease.Lease) uiLease {
 	return uiLease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: ms(l.TTL),
-		GrantedAt: ms(l.GrantedAt), ExpiresAt: ms(l.ExpiresAt), Limit: l.Limit}
+		GrantedAt: ms(l.GrantedAt), ExpiresAt: ms(l.ExpiresAt), Limit: l.Limit, Shared: l.Shared}
 }
 
 type uiActivity struct {

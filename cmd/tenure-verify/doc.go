@@ -5,7 +5,9 @@
 // client processes that acquire (try and wait), renew, release, and write
 // and read fenced keys on --names contended lease names with short TTLs,
 // --election-workers processes that lead names through package election
-// and write under each term, and one watcher per node; and it injects a
+// and write under each term, and one watcher per node (the lease workers
+// also, now and then, hold the name rw-0 shared or exclusive, try a
+// fenced write under it and release it); and it injects a
 // fault schedule generated up front from --seed.
 //
 // Faults (--faults picks a subset; by default every kind but power-loss,
@@ -44,7 +46,11 @@
 // run ends OK or FAIL); plain invariants (tokens-grow, no-stale-write,
 // acked-writes-durable, no-overlapping-grants); election terms
 // (term-tokens-grow, no-write-after-term, live-terms-disjoint); watch
-// streams against the commit order (watch-complete); and
+// streams against the commit order (watch-complete); read-write locks
+// (rw-exclusion: in every watch stream an exclusive grant is made only
+// while the name has no other grant, a shared one only while it has no
+// exclusive one; shared-no-write: no write with a shared token is
+// accepted); and
 // damaged-dir-refused; with power-loss, restarts-after-power-loss and
 // recovers-after-power-loss. The summary goes to stdout and summary.json to
 // --out; a failing run also leaves history.jsonl, watch.jsonl, the

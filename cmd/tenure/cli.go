@@ -21,7 +21,7 @@ import (
 const topUsage = `Usage: tenure [global flags] COMMAND [ARGS] [flags]
 
 Commands:
-  acquire NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--wait [--timeout 30s]]
+  acquire NAME [--holder H] [--ttl 10s] [--limit N | --shared] [--lock-delay D] [--wait [--timeout 30s]]
   renew NAME --token T [--ttl D]
   release NAME --token T
   revoke NAME [--token T] --reason TEXT   end a grant now, as an operator
@@ -38,7 +38,7 @@ Commands:
   kv get KEY [--print-value-only]
   kv list [PREFIX] [--keys-only]
   kv delete KEY --lease NAME --token T
-  run NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--kill-after D] [--verbose] -- CMD [ARGS...]
+  run NAME [--holder H] [--ttl 10s] [--limit N | --shared] [--lock-delay D] [--kill-after D] [--verbose] -- CMD [ARGS...]
                                run CMD holding the lease
   elect NAME [PROPOSAL] [--ttl 10s] [--lock-delay D]   campaign; print the token when leading
   elect --listen NAME          print each new leader

@@ -297,7 +297,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"-h"}, "Usage: tenure [global flags] COMMAND"},
 		{[]string{"--help"}, "Usage: tenure [global flags] COMMAND"},
 		{[]string{"help"}, "Usage: tenure [global flags] COMMAND"},
-		{[]string{"acquire", "-h"}, "Usage: tenure acquire NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--wait [--timeout 30s]]"},
+		{[]string{"acquire", "-h"}, "Usage: tenure acquire NAME [--holder H] [--ttl 10s] [--limit N | --shared] [--lock-delay D] [--wait [--timeout 30s]]"},
 		{[]string{"acquire", "jobs/x", "--help"}, "-holder name"},
 		{[]string{"kv", "-h"}, "Usage: tenure kv COMMAND"},
 		{[]string{"kv", "put", "--help"}, "Usage: tenure kv put KEY VALUE --lease NAME --token T"},

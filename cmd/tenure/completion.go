@@ -22,7 +22,7 @@ var globalFlags = []string{"--endpoints", "--cluster-id", "--output", "-o", "--r
 // commandFlags are the commands and their own flags, for completion.
 // TestCompletionKnowsEveryFlag keeps it in step with the commands.
 var commandFlags = map[string][]string{
-	"acquire":    {"--holder", "--ttl", "--limit", "--lock-delay", "--wait", "--timeout"},
+	"acquire":    {"--holder", "--ttl", "--limit", "--shared", "--lock-delay", "--wait", "--timeout"},
 	"renew":      {"--token", "--ttl"},
 	"release":    {"--token"},
 	"revoke":     {"--token", "--reason"},
@@ -35,7 +35,7 @@ var commandFlags = map[string][]string{
 	"member":     nil,
 	"leader":     nil,
 	"snapshot":   nil,
-	"run":        {"--holder", "--ttl", "--limit", "--lock-delay", "--kill-after", "--verbose"},
+	"run":        {"--holder", "--ttl", "--limit", "--shared", "--lock-delay", "--kill-after", "--verbose"},
 	"elect":      {"--listen", "--ttl", "--lock-delay"},
 	"demo":       {"--ttl", "--pause", "--scenario", "--postgres", "--real", "--ui", "--verbose"},
 	"fence":      nil,

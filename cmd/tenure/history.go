@@ -129,6 +129,7 @@ type termJSON struct {
 	WritesRefused  uint64 `json:"writes_refused"`
 	ClusterStart   string `json:"cluster_start"`
 	ClusterEnd     string `json:"cluster_end,omitempty"`
+	Shared         bool   `json:"shared,omitempty"`
 }
 
 func ending(t client.Term) string {
@@ -141,7 +142,7 @@ func ending(t client.Term) string {
 func toTermJSON(t client.Term) termJSON {
 	j := termJSON{Name: t.Name, Holder: t.Holder, Token: t.Token, Principal: t.Principal, Limit: t.Limit,
 		Ending: ending(t), Reason: t.Reason, WritesAccepted: t.WritesAccepted, WritesRefused: t.WritesRefused,
-		ClusterStart: fmtDuration(t.ClusterStart)}
+		ClusterStart: fmtDuration(t.ClusterStart), Shared: t.Shared}
 	if !t.Start.IsZero() {
 		j.Start = t.Start.Format(time.RFC3339Nano)
 	}
@@ -158,6 +159,9 @@ func toTermJSON(t client.Term) termJSON {
 func termText(t client.Term) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s token %d held by %s", t.Name, t.Token, t.Holder)
+	if t.Shared {
+		b.WriteString(" (shared)")
+	}
 	if t.Principal != "" {
 		fmt.Fprintf(&b, " (principal %s)", t.Principal)
 	}

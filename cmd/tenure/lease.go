@@ -113,12 +113,16 @@ func (f *grantFlags) check(c *command) error {
 }
 
 func (a *app) acquire(ctx context.Context, args []string) error {
-	c := a.newCommand("acquire", "acquire NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--wait [--timeout 30s]]",
+	c := a.newCommand("acquire", "acquire NAME [--holder H] [--ttl 10s] [--limit N | --shared] [--lock-delay D] [--wait [--timeout 30s]]",
 		"Acquires the lease NAME for a holder and prints the grant with its fencing token.\n"+
 			"Acquiring again as the same holder renews it (same token). With --wait the\n"+
 			"request queues on the server until the lease is free or --timeout passes.\n"+
 			"With --limit N, NAME is a semaphore: up to N holders at once, each slot with\n"+
 			"its own token; every holder must use the same N while any slot is held.\n"+
+			"With --shared the grant is shared (a read lock): shared grants coexist, each\n"+
+			"with its own token, and exclude an exclusive grant (one without --shared).\n"+
+			"Waiters are served in order: a shared request queued behind a waiting\n"+
+			"exclusive one waits for it. Shared tokens may not write the fenced store.\n"+
 			"With --lock-delay D, if the grant expires or is revoked instead of being\n"+
 			"released, nobody is granted NAME until D has passed (at most 1m): a\n"+
 			"mitigation for storage that cannot check tokens (see docs/fencing.md).\n"+
@@ -126,6 +130,7 @@ func (a *app) acquire(ctx context.Context, args []string) error {
 	var g grantFlags
 	g.register(c)
 	g.registerLimit(c)
+	shared := c.fs.Bool("shared", false, "acquire a shared (read) grant: shared grants of NAME coexist, an exclusive one excludes them")
 	wait := c.fs.Bool("wait", false, "wait until the lease is granted")
 	timeout := c.fs.Duration("timeout", 30*time.Second, "with --wait: how long to wait")
 	pos, err := a.parse(c, args, []string{"NAME"}, 1)
@@ -144,6 +149,9 @@ func (a *app) acquire(ctx context.Context, args []string) error {
 	if timeoutSet && !*wait {
 		return &usageError{msg: "--timeout needs --wait", usage: c.usage}
 	}
+	if *shared && g.limit > 1 {
+		return &usageError{msg: fmt.Sprintf("--shared and --limit %d: a semaphore cannot be acquired shared", g.limit), usage: c.usage}
+	}
 	if *wait && *timeout <= 0 {
 		return &usageError{msg: fmt.Sprintf("--timeout must be positive, got %s", *timeout), usage: c.usage}
 	}
@@ -158,6 +166,9 @@ func (a *app) acquire(ctx context.Context, args []string) error {
 	}
 	if g.lockDelay > 0 {
 		opts = append(opts, client.LockDelay(g.lockDelay))
+	}
+	if *shared {
+		opts = append(opts, client.Shared())
 	}
 	return a.call(ctx, extra, func(ctx context.Context, cl *client.Client) error {
 		l, err := cl.Acquire(ctx, pos[0], g.holder, g.ttl, opts...)

@@ -45,11 +45,13 @@ type leaseJSON struct {
 	Limit int `json:"limit,omitempty"`
 	// LockDelay is set for a grant with a lock-delay.
 	LockDelay string `json:"lock_delay,omitempty"`
+	// Shared is set for a shared (read) grant.
+	Shared bool `json:"shared,omitempty"`
 }
 
 func toLeaseJSON(l client.Lease) *leaseJSON {
 	j := &leaseJSON{Name: l.Name, Holder: l.Holder, Token: l.Token,
-		TTL: fmtDuration(l.TTL), Remaining: fmtDuration(l.Remaining), Limit: l.Limit}
+		TTL: fmtDuration(l.TTL), Remaining: fmtDuration(l.Remaining), Limit: l.Limit, Shared: l.Shared}
 	if l.LockDelay > 0 {
 		j.LockDelay = fmtDuration(l.LockDelay)
 	}
@@ -60,6 +62,9 @@ func leaseText(l client.Lease) string {
 	slot := ""
 	if l.Limit > 1 {
 		slot = fmt.Sprintf(" (a slot of %d)", l.Limit)
+	}
+	if l.Shared {
+		slot = " (shared)"
 	}
 	delay := ""
 	if l.LockDelay > 0 {

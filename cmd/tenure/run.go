@@ -20,7 +20,7 @@ import (
 	"github.com/tenure-io/tenure/election"
 )
 
-const runSynopsis = "run NAME [--holder H] [--ttl 10s] [--limit N] [--lock-delay D] [--kill-after D] [--verbose] -- CMD [ARGS...]"
+const runSynopsis = "run NAME [--holder H] [--ttl 10s] [--limit N | --shared] [--lock-delay D] [--kill-after D] [--verbose] -- CMD [ARGS...]"
 
 const runAbout = `Waits for the lease NAME, then runs CMD with these in its environment:
 
@@ -35,7 +35,10 @@ const runAbout = `Waits for the lease NAME, then runs CMD with these in its envi
 
 and renews the lease (every TTL/3) while CMD runs. With --limit N, NAME is
 a semaphore and up to N commands run at once, each holding one slot with
-its own token (every holder of NAME must use the same N). With --lock-delay D,
+its own token (every holder of NAME must use the same N). With --shared, CMD
+holds NAME shared (a read lock): shared holders run at once, each with its
+own token, while an exclusive holder (tenure run without --shared) runs
+alone; waiters go in order. With --lock-delay D,
 if the lease is lost without a release (tenure run killed, cut off, or the
 grant revoked), nobody is granted NAME until D has passed (at most 1m).
 
@@ -68,6 +71,7 @@ type runner struct {
 	argv      []string
 	cfg       election.Config
 	limit     int
+	shared    bool
 	killAfter time.Duration
 	verbose   bool
 }
@@ -91,6 +95,7 @@ func (a *app) runCommand(ctx context.Context, args []string) error {
 	g.registerLimit(c)
 	killAfter := c.fs.Duration("kill-after", 0, "when the lease is at risk: time between SIGTERM and SIGKILL, which comes at the deadline (default TTL/5, at most 10s)")
 	verbose := c.fs.Bool("verbose", false, "log the grant, every renewal and every change of the lease's state to stderr")
+	shared := c.fs.Bool("shared", false, "hold NAME shared (a read lock): shared holders run at once, an exclusive one alone")
 	flagArgs, argv := args, []string(nil)
 	dash := slices.Index(args, "--")
 	if dash >= 0 {
@@ -113,6 +118,9 @@ func (a *app) runCommand(ctx context.Context, args []string) error {
 	if err := g.check(c); err != nil {
 		return err
 	}
+	if *shared && g.limit > 1 {
+		return &usageError{msg: fmt.Sprintf("--shared and --limit %d: a semaphore cannot be held shared", g.limit), usage: c.usage}
+	}
 	cfg := election.Config{Holder: g.holder, TTL: g.ttl, LockDelay: g.lockDelay}
 	if err := cfg.Validate(); err != nil {
 		return &usageError{msg: err.Error(), usage: c.usage}
@@ -129,7 +137,7 @@ func (a *app) runCommand(ctx context.Context, args []string) error {
 		return &usageError{msg: fmt.Sprintf("--kill-after %s does not fit --ttl %s: it must be positive and at most %s, "+
 			"so that SIGTERM comes only when renewals are failing", ka, g.ttl, maxKill.Round(time.Millisecond)), usage: c.usage}
 	}
-	r := &runner{a: a, name: pos[0], argv: argv, cfg: cfg, limit: g.limit, killAfter: ka, verbose: *verbose}
+	r := &runner{a: a, name: pos[0], argv: argv, cfg: cfg, limit: g.limit, shared: *shared, killAfter: ka, verbose: *verbose}
 	return r.run(ctx)
 }
 
@@ -175,7 +183,16 @@ func (r *runner) run(ctx context.Context) error {
 // fast, then waits in the server's queue.
 func (r *runner) acquire(ctx context.Context, s *election.Session) (*election.Lease, error) {
 	tctx, cancel := context.WithTimeout(ctx, r.a.g.requestTimeout)
-	l, err := s.TryAcquireSlot(tctx, r.name, r.limit)
+	try, wait := s.TryAcquireSlot, s.AcquireSlot
+	if r.shared {
+		try = func(ctx context.Context, name string, _ int) (*election.Lease, error) {
+			return s.TryAcquireShared(ctx, name)
+		}
+		wait = func(ctx context.Context, name string, _ int) (*election.Lease, error) {
+			return s.AcquireShared(ctx, name)
+		}
+	}
+	l, err := try(tctx, r.name, r.limit)
 	cancel()
 	if err == nil {
 		return l, nil
@@ -188,7 +205,7 @@ func (r *runner) acquire(ctx context.Context, s *election.Session) (*election.Le
 		return nil, err
 	}
 	r.logf("%s: %s; waiting for it", r.name, heldText(he))
-	l, err = s.AcquireSlot(ctx, r.name, r.limit)
+	l, err = wait(ctx, r.name, r.limit)
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("interrupted while waiting for %s", r.name)
 	}

@@ -27,6 +27,14 @@ const (
 	// OpTermRevoke is a lease worker's revocation of an election name
 	// (as OpRevoke); the term it ends must end before the next begins.
 	OpTermRevoke = "term-revoke"
+
+	// Records of the read-write workload (see rw.go) on the names of
+	// WorkerConfig.RW, held shared or exclusive: checked by the watch
+	// streams (rw-exclusion) and CheckRW (shared-no-write), not by
+	// porcupine, whose model has one holder per name.
+	OpRWAcquire = "rw-acquire" // Name, Holder, Shared, Wait; OutToken on ok
+	OpRWPut     = "rw-put"     // a write with the grant's token: Name, Key, Token, Shared
+	OpRWRelease = "rw-release" // Name, Holder, Token
 )
 
 // Outcomes of an operation.
@@ -89,6 +97,9 @@ type Record struct {
 	Revoked bool `json:"revoked,omitempty"`
 	// Synthetic marks an op the checker added (see RetriedAcquires).
 	Synthetic bool `json:"synthetic,omitempty"`
+	// Shared marks a shared (read) acquire of the read-write workload,
+	// and the ops under its grant.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // RetriedAcquires returns, for every acquire the client answered after
@@ -128,9 +139,13 @@ func KeyOf(name string) string { return "k/" + name }
 type History []Record
 
 // Split returns the records checked by porcupine and the invariants
-// (lease workers) and those of election workers.
+// (lease workers) and those of election workers. The read-write
+// workload's records are in neither (see CheckRW).
 func (h History) Split() (leases, terms History) {
 	for _, r := range h {
+		if isRW(r.Op) {
+			continue
+		}
 		if r.Op == OpTerm || r.Op == OpTermPut || r.Op == OpTermRevoke {
 			terms = append(terms, r)
 		} else {

@@ -79,6 +79,9 @@ func Recheck(dir string, cfg Config) (*Report, error) {
 		rep.Violations = append(rep.Violations, wv...)
 		rep.Watches = wst
 	}
+	rv, rst := CheckRW(all)
+	rep.Violations = append(rep.Violations, rv...)
+	rep.RW = rst
 	for _, r := range CheckLinearizable(m, checked, cfg.EffectWindow, cfg.CheckTimeout) {
 		rep.Histories = append(rep.Histories, HistoryResult{Name: r.Name, Ops: r.Ops, Segments: len(r.Segments), Result: string(r.Result)})
 		switch r.Result {

@@ -40,6 +40,8 @@ type Report struct {
 	// follower's log mentions a snapshot.
 	SnapshotInstalls int        `json:"snapshot_installs"`
 	Watches          WatchStats `json:"watches"`
+	// RW counts the read-write workload (rw.go).
+	RW RWStats `json:"rw"`
 	// Membership is the cluster's size at the start and the end
 	// (cluster-size).
 	Membership   Membership            `json:"membership"`
@@ -168,6 +170,9 @@ func (r *Report) Print(w io.Writer) {
 	ws := r.Watches
 	fmt.Fprintf(w, "watches (%s): %d watchers, %d streams (%d resets), %d events at %d indexes\n",
 		InvWatch, ws.Watchers, ws.Streams, ws.Resets, ws.Events, ws.Indexes)
+	rw := r.RW
+	fmt.Fprintf(w, "read-write locks (%s, %s): %d acquires (%d granted shared, %d exclusive), %d writes (%d with a shared token, refused)\n",
+		InvRWExclusion, InvSharedNoWrite, rw.Acquires, rw.Shared, rw.Excl, rw.Writes, rw.Refused)
 	if r.Strict {
 		fmt.Fprintf(w, "known bugs: none tolerated\n\n")
 	} else {

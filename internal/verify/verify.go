@@ -247,7 +247,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	var wcfgs []WorkerConfig
 	for i := range cfg.Workers {
-		wcfgs = append(wcfgs, WorkerConfig{ID: i, Seed: cfg.Seed, Endpoints: c.Endpoints(), Names: names, TTL: cfg.TTL, UnsafeStore: storeURL})
+		wcfgs = append(wcfgs, WorkerConfig{ID: i, Seed: cfg.Seed, Endpoints: c.Endpoints(), Names: names, TTL: cfg.TTL, UnsafeStore: storeURL,
+			RW: []string{"rw-0"}})
 	}
 	var elect []string
 	for i := range cfg.ElectionNames {
@@ -318,6 +319,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wv, wst := CheckWatches(wrecs, nw, all)
 	rep.Violations = append(rep.Violations, wv...)
 	rep.Watches = wst
+	rv, rst := CheckRW(all)
+	rep.Violations = append(rep.Violations, rv...)
+	rep.RW = rst
 	for _, r := range CheckLinearizable(m, checked, cfg.EffectWindow, cfg.CheckTimeout) {
 		rep.Histories = append(rep.Histories, HistoryResult{Name: r.Name, Ops: r.Ops, Segments: len(r.Segments), Result: string(r.Result)})
 		switch r.Result {

@@ -27,6 +27,8 @@ type WatchRecord struct {
 	Token  uint64 `json:"token,omitempty"`
 	Index  uint64 `json:"index,omitempty"`
 	At     int64  `json:"at"`
+	// Shared marks the event of a shared grant.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // WatchStats counts what CheckWatches saw.
@@ -86,7 +88,7 @@ func (w *Watchers) watch(ctx context.Context, node int, ep string) {
 				seg++
 			}
 			w.add(WatchRecord{Node: node, Seg: seg, Type: ev.Type.String(), Name: ev.Lease.Name, Holder: ev.Lease.Holder,
-				Token: ev.Lease.Token, Index: ev.Index, At: now()})
+				Token: ev.Lease.Token, Index: ev.Index, At: now(), Shared: ev.Lease.Shared})
 			if ev.Type == client.EventError {
 				break
 			}
@@ -182,7 +184,7 @@ func CheckWatches(recs []WatchRecord, watchers int, h History) ([]Violation, Wat
 	const grantSlack = int64(15 * time.Second)
 	firstSeen := map[string]Record{}
 	for _, r := range h {
-		if r.Outcome != Ok || (r.Op != OpAcquire && r.Op != OpTerm) || r.OutToken == 0 {
+		if r.Outcome != Ok || (r.Op != OpAcquire && r.Op != OpTerm && r.Op != OpRWAcquire) || r.OutToken == 0 {
 			continue
 		}
 		k := fmt.Sprintf("%s %s#%d", client.EventGranted, r.Name, r.OutToken)
@@ -210,6 +212,11 @@ func CheckWatches(recs []WatchRecord, watchers int, h History) ([]Violation, Wat
 			vs = append(vs, Violation{InvWatch, fmt.Sprintf("watcher on n%d, stream %d: ", s.node+1, s.seg) + fmt.Sprintf(format, args...)})
 		}
 	}
+	reportRW := func(s *stream, format string, args ...any) {
+		if len(vs) < 50 {
+			vs = append(vs, Violation{InvRWExclusion, fmt.Sprintf("watcher on n%d, stream %d: ", s.node+1, s.seg) + fmt.Sprintf(format, args...)})
+		}
+	}
 	for _, k := range slices.SortedFunc(maps.Keys(streams), func(a, b [2]int) int {
 		if a[0] != b[0] {
 			return a[0] - b[0]
@@ -219,12 +226,24 @@ func CheckWatches(recs []WatchRecord, watchers int, h History) ([]Violation, Wat
 		s := streams[k]
 		byIdx := map[uint64][]string{}
 		var order []uint64
-		held := map[string]uint64{} // name -> token of the grant the stream shows
+		// held: name -> the grants the stream shows (token -> shared);
+		// one exclusive grant, or shared grants only (rw-exclusion).
+		held := map[string]map[uint64]bool{}
 		last := map[string]uint64{} // name -> highest token the stream showed
+		hold := func(r WatchRecord) {
+			if held[r.Name] == nil {
+				held[r.Name] = map[uint64]bool{}
+			}
+			held[r.Name][r.Token] = r.Shared
+			last[r.Name] = max(last[r.Name], r.Token)
+		}
 		for _, r := range s.recs {
 			switch {
 			case r.Type == client.EventCurrent.String():
-				held[r.Name], last[r.Name] = r.Token, max(last[r.Name], r.Token)
+				if g := held[r.Name]; len(g) > 0 && !(r.Shared && allShared(g)) {
+					reportRW(s, "its current state shows %s (shared %v) with %s", r.key(), r.Shared, showGrants(r.Name, g))
+				}
+				hold(r)
 			case isChange(r.Type):
 				if n := len(order); n > 0 && r.Index < order[n-1] {
 					report(s, "%s at index %d after index %d", r.key(), r.Index, order[n-1])
@@ -233,20 +252,23 @@ func CheckWatches(recs []WatchRecord, watchers int, h History) ([]Violation, Wat
 					order = append(order, r.Index)
 				}
 				byIdx[r.Index] = append(byIdx[r.Index], r.key())
-				cur, isHeld := held[r.Name]
+				g := held[r.Name]
 				switch r.Type {
 				case client.EventGranted.String():
-					if isHeld {
-						report(s, "%s at index %d while the stream shows %s#%d held: its end was skipped", r.key(), r.Index, r.Name, cur)
-					} else if r.Token <= last[r.Name] {
+					switch {
+					case len(g) > 0 && !r.Shared:
+						reportRW(s, "exclusive %s at index %d while the stream shows %s: an exclusive grant overlaps another grant (or an end was skipped)", r.key(), r.Index, showGrants(r.Name, g))
+					case len(g) > 0 && !allShared(g):
+						reportRW(s, "shared %s at index %d while the stream shows %s: a shared grant overlaps an exclusive one (or its end was skipped)", r.key(), r.Index, showGrants(r.Name, g))
+					case r.Token <= last[r.Name]:
 						report(s, "%s at index %d after token %d", r.key(), r.Index, last[r.Name])
 					}
-					held[r.Name], last[r.Name] = r.Token, max(last[r.Name], r.Token)
+					hold(r)
 				default:
-					if !isHeld || cur != r.Token {
-						report(s, "%s at index %d, but the stream shows %s as %s: its grant was skipped", r.key(), r.Index, r.Name, map[bool]string{true: fmt.Sprintf("held with #%d", cur), false: "free"}[isHeld])
+					if _, ok := g[r.Token]; !ok {
+						report(s, "%s at index %d, but the stream shows %s as %s: its grant was skipped", r.key(), r.Index, r.Name, showGrants(r.Name, g))
 					}
-					delete(held, r.Name)
+					delete(g, r.Token)
 				}
 			}
 		}

@@ -49,6 +49,9 @@ type WorkerConfig struct {
 	// Elected are the names election workers lead, which a lease worker
 	// revokes now and then too.
 	Elected []string `json:"elected,omitempty"`
+	// RW are the names of the read-write workload (rw.go), which a lease
+	// worker now and then holds shared or exclusive.
+	RW []string `json:"rw,omitempty"`
 }
 
 // WorkerEnv is the environment variable that turns the tenure-verify
@@ -274,6 +277,8 @@ func (w *worker) run(ctx context.Context) {
 				}
 			case p < 5:
 				w.get(ctx, w.name)
+			case p < 8 && len(w.cfg.RW) > 0:
+				w.rwCycle(ctx)
 			default:
 				w.delay = lockDelays[w.rnd.IntN(len(lockDelays))]
 				w.acquire(ctx, w.name, w.rnd.IntN(2) == 0)

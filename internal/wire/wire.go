@@ -28,6 +28,7 @@ func FillLease(p *tenurev1.Lease, durs []durationpb.Duration, l lease.Lease, now
 	if l.LockDelay != 0 {
 		p.LockDelay = durationpb.New(l.LockDelay)
 	}
+	p.Shared = l.Shared
 	return p
 }
 
@@ -50,6 +51,7 @@ func LeaseFromProto(p *tenurev1.Lease) lease.Lease {
 		Limit:  int(min(p.GetLimit(), math.MaxInt32)),
 
 		LockDelay: p.GetLockDelay().AsDuration(),
+		Shared:    p.GetShared(),
 	}
 }
 
@@ -302,7 +304,7 @@ func FromBatchError(be *tenurev1.BatchError) *connect.Error {
 func TermToProto(name string, t lease.Term) *tenurev1.Term {
 	p := &tenurev1.Term{Name: name, Holder: t.Holder, Token: t.Token, Principal: t.Principal, Limit: uint32(t.Limit),
 		Ending: tenurev1.Term_Ending(t.Ending), Reason: t.Reason, WritesAccepted: t.Accepted, WritesRefused: t.Refused,
-		ClusterStart: durationpb.New(t.Start)}
+		ClusterStart: durationpb.New(t.Start), Shared: t.Shared}
 	if t.StartWall != 0 {
 		p.StartTime = timestamppb.New(time.Unix(0, t.StartWall))
 	}

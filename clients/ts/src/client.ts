@@ -111,6 +111,8 @@ export interface Lease {
   /** The grant's lock-delay in milliseconds (AcquireOptions.lockDelayMs),
    * 0 for none. */
   lockDelayMs: number;
+  /** True for a shared (read) grant (AcquireOptions.shared). */
+  shared: boolean;
 }
 
 /** TermEnding is how a term of a lease ended: "held" while it lasts. */
@@ -140,6 +142,8 @@ export interface Term {
    * the time the cluster decides by. */
   clusterStartMs: number;
   clusterEndMs: number;
+  /** True for the term of a shared (read) grant. */
+  shared: boolean;
 }
 
 /** HistoryOptions narrow what Client.history returns. */
@@ -186,6 +190,14 @@ export interface AcquireOptions extends CallOptions {
    * mitigation for storage that cannot check fencing tokens, not a
    * guarantee: the token is. */
   lockDelayMs?: number;
+  /** Ask for a shared (read) grant: shared grants of a name are held at
+   * once, each with its own token, and exclude an exclusive grant (an
+   * acquire without shared). Waiters are served in order, so a shared
+   * acquire queued behind a waiting exclusive one waits for it: readers
+   * never starve a writer. A shared token may not write the fenced store
+   * (InvalidArgumentError); a holder cannot switch modes (release first).
+   * See docs/locks.md. */
+  shared?: boolean;
 }
 
 /** KV is one value of the fenced key-value store. */
@@ -384,6 +396,7 @@ function leaseFromProto(p: PbLease | undefined, sentAt: number): Lease {
     remainingMs: durationToMs(p?.remaining),
     sentAt,
     lockDelayMs: durationToMs(p?.lockDelay),
+    shared: p?.shared ?? false,
   };
 }
 
@@ -417,6 +430,7 @@ function termFromProto(p: PbTerm): Term {
     writesRefused: p.writesRefused,
     clusterStartMs: durationToMs(p.clusterStart),
     clusterEndMs: durationToMs(p.clusterEnd),
+    shared: p.shared,
   };
 }
 
@@ -705,7 +719,8 @@ export class Client {
     const wait = opts?.wait ?? false;
     const waitUntil = wait && opts?.waitTimeoutMs ? this.clock.now() + opts.waitTimeoutMs : 0;
     const lockDelay = opts?.lockDelayMs ? msToDuration(opts.lockDelayMs) : undefined;
-    let req = { name, holder, ttl: msToDuration(ttlMs), wait, waitTimeout: undefined as ReturnType<typeof msToDuration> | undefined, lockDelay };
+    const shared = opts?.shared ?? false;
+    let req = { name, holder, ttl: msToDuration(ttlMs), wait, waitTimeout: undefined as ReturnType<typeof msToDuration> | undefined, lockDelay, shared };
     const timeout = () => {
       req = { ...req, wait, waitTimeout: undefined };
       if (!wait) return this.cfg.requestTimeoutMs;

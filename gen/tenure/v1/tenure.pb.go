@@ -170,7 +170,9 @@ type Lease struct {
 	// the name at once, each slot with its own token). 0 for a plain lease.
 	Limit uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
 	// The grant's lock-delay, if it has one (see AcquireRequest.lock_delay).
-	LockDelay     *durationpb.Duration `protobuf:"bytes,7,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	LockDelay *durationpb.Duration `protobuf:"bytes,7,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	// A shared (read) grant (see AcquireRequest.shared).
+	Shared        bool `protobuf:"varint,8,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -252,6 +254,13 @@ func (x *Lease) GetLockDelay() *durationpb.Duration {
 		return x.LockDelay
 	}
 	return nil
+}
+
+func (x *Lease) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
 }
 
 // ErrorDetail is attached to failed_precondition and not_found errors, and
@@ -470,7 +479,13 @@ type AcquireRequest struct {
 	// when it is released), the name is granted to nobody until this much
 	// cluster time has passed since the expiry (or the revocation); waiters
 	// stay queued. A mitigation for storage that cannot check tokens.
-	LockDelay     *durationpb.Duration `protobuf:"bytes,8,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	LockDelay *durationpb.Duration `protobuf:"bytes,8,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
+	// Shared asks for a shared (read) grant: shared grants of a name coexist,
+	// each with its own token, and exclude an exclusive grant (shared unset).
+	// Waiters are served in order: a shared acquire waits behind a queued
+	// exclusive one. A shared grant may not write the built-in store. With
+	// a limit above 1, or on a name held as a semaphore, invalid_argument.
+	Shared        bool `protobuf:"varint,9,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -559,6 +574,13 @@ func (x *AcquireRequest) GetLockDelay() *durationpb.Duration {
 		return x.LockDelay
 	}
 	return nil
+}
+
+func (x *AcquireRequest) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
 }
 
 type AcquireResponse struct {
@@ -1510,8 +1532,10 @@ type Term struct {
 	WritesRefused  uint64 `protobuf:"varint,11,opt,name=writes_refused,json=writesRefused,proto3" json:"writes_refused,omitempty"`
 	// Start and end in cluster time (the cluster's own timeline, which
 	// decides expiry and retention); end is unset while held.
-	ClusterStart  *durationpb.Duration `protobuf:"bytes,12,opt,name=cluster_start,json=clusterStart,proto3" json:"cluster_start,omitempty"`
-	ClusterEnd    *durationpb.Duration `protobuf:"bytes,13,opt,name=cluster_end,json=clusterEnd,proto3" json:"cluster_end,omitempty"`
+	ClusterStart *durationpb.Duration `protobuf:"bytes,12,opt,name=cluster_start,json=clusterStart,proto3" json:"cluster_start,omitempty"`
+	ClusterEnd   *durationpb.Duration `protobuf:"bytes,13,opt,name=cluster_end,json=clusterEnd,proto3" json:"cluster_end,omitempty"`
+	// The term of a shared (read) grant.
+	Shared        bool `protobuf:"varint,14,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1635,6 +1659,13 @@ func (x *Term) GetClusterEnd() *durationpb.Duration {
 		return x.ClusterEnd
 	}
 	return nil
+}
+
+func (x *Term) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
 }
 
 type HistoryResponse struct {
@@ -3425,7 +3456,7 @@ var File_tenure_v1_tenure_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/tenure.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xff\x01\n" +
+	"\x16tenure/v1/tenure.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x02\n" +
 	"\x05Lease\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
@@ -3434,7 +3465,8 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\rR\x05limit\x128\n" +
 	"\n" +
-	"lock_delay\x18\a \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"\xab\x02\n" +
+	"lock_delay\x18\a \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12\x16\n" +
+	"\x06shared\x18\b \x01(\bR\x06shared\"\xab\x02\n" +
 	"\vErrorDetail\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
@@ -3449,7 +3481,7 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\tRequestID\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
-	"\x05floor\x18\x03 \x01(\x04R\x05floor\"\xc0\x02\n" +
+	"\x05floor\x18\x03 \x01(\x04R\x05floor\"\xd8\x02\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12+\n" +
@@ -3460,7 +3492,8 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\a \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\x128\n" +
 	"\n" +
-	"lock_delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"9\n" +
+	"lock_delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12\x16\n" +
+	"\x06shared\x18\t \x01(\bR\x06shared\"9\n" +
 	"\x0fAcquireResponse\x12&\n" +
 	"\x05lease\x18\x01 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\"a\n" +
 	"\bLeaseRef\x12\x12\n" +
@@ -3525,7 +3558,7 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x0eHistoryRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"\xf8\x04\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x90\x05\n" +
 	"\x04Term\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
@@ -3542,7 +3575,8 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x0ewrites_refused\x18\v \x01(\x04R\rwritesRefused\x12>\n" +
 	"\rcluster_start\x18\f \x01(\v2\x19.google.protobuf.DurationR\fclusterStart\x12:\n" +
 	"\vcluster_end\x18\r \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"clusterEnd\"t\n" +
+	"clusterEnd\x12\x16\n" +
+	"\x06shared\x18\x0e \x01(\bR\x06shared\"t\n" +
 	"\x06Ending\x12\x16\n" +
 	"\x12ENDING_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fENDING_RELEASED\x10\x01\x12\x12\n" +

@@ -56,6 +56,8 @@ class Grant:
     #: The grant's lock-delay in seconds (acquire's lock_delay), 0 for
     #: none.
     lock_delay: float = 0.0
+    #: True for a shared (read) grant (acquire's shared).
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ class Term:
     writes_refused: int = 0
     cluster_start: float = 0.0
     cluster_end: float = 0.0
+    #: True for the term of a shared (read) grant.
+    shared: bool = False
 
     @property
     def held(self) -> bool:
@@ -191,7 +195,7 @@ def _term(p: Dict[str, Any]) -> Term:
                 end=_timestamp(_field(p, "end_time")), reason=p.get("reason", ""), principal=p.get("principal", ""),
                 limit=int(p.get("limit", 0)), writes_accepted=u64(_field(p, "writes_accepted")),
                 writes_refused=u64(_field(p, "writes_refused")), cluster_start=parse_duration(_field(p, "cluster_start")),
-                cluster_end=parse_duration(_field(p, "cluster_end")))
+                cluster_end=parse_duration(_field(p, "cluster_end")), shared=bool(p.get("shared", False)))
 
 
 def _grant(p: Optional[Dict[str, Any]], sent_at: float) -> Grant:
@@ -199,7 +203,7 @@ def _grant(p: Optional[Dict[str, Any]], sent_at: float) -> Grant:
     return Grant(name=p.get("name", ""), holder=p.get("holder", ""), token=u64(p.get("token")),
                  ttl=parse_duration(p.get("ttl")), remaining=parse_duration(p.get("remaining")),
                  limit=int(p.get("limit") or 0), sent_at=sent_at,
-                 lock_delay=parse_duration(_field(p, "lock_delay")))
+                 lock_delay=parse_duration(_field(p, "lock_delay")), shared=bool(p.get("shared", False)))
 
 
 def _b64(v: Union[bytes, str]) -> str:
@@ -486,7 +490,8 @@ class Client:
 
     def acquire(self, name: str, holder: str, ttl: float, *, wait: bool = False,
                 wait_timeout: Optional[float] = None, limit: int = 0, lock_delay: float = 0.0,
-                timeout: Optional[float] = None, canceller: Optional[Canceller] = None) -> Grant:
+                timeout: Optional[float] = None, canceller: Optional[Canceller] = None,
+                shared: bool = False) -> Grant:
         """acquire grants the lease name to holder for ttl seconds, or
         renews it if holder already holds it (same token). If another
         holder has it, it raises LeaseHeldError naming that holder; with
@@ -499,7 +504,13 @@ class Client:
         since the expiry (or the revocation); waiters stay queued. An
         acquire during the delay raises a LeaseHeldError with lock_delay
         set. A mitigation for storage that cannot check tokens: the token
-        is the guarantee. Retried on other endpoints; a retry gets the
+        is the guarantee. shared=True asks for a shared (read) grant:
+        shared grants of a name are held at once, each with its own token,
+        and exclude an exclusive grant (shared=False); waiters are served
+        in order, so a shared acquire queued behind a waiting exclusive one
+        waits for it (readers never starve a writer). A shared token may
+        not write the fenced store (InvalidArgumentError), and a holder
+        cannot switch modes (release first). Retried on other endpoints; a retry gets the
         first attempt's outcome, never a second grant. The grant's sent_at
         is when the first attempt was sent."""
         msg: Dict[str, Any] = {"name": name, "holder": holder, "ttl": _wire.duration_str(ttl)}
@@ -507,6 +518,8 @@ class Client:
             msg["limit"] = limit
         if lock_delay:
             msg["lock_delay"] = _wire.duration_str(lock_delay)
+        if shared:
+            msg["shared"] = True
         wait_until = monotonic() + wait_timeout if wait and wait_timeout else 0.0
 
         def attempt_timeout() -> float:
