@@ -74,6 +74,25 @@ func encodeWholeSnapshot(s *State) []byte {
 			}
 		}
 	}
+	for _, l := range snap.Leases {
+		if l.Priority != 0 {
+			snap.Version = snapshotV8
+		}
+	}
+	for _, q := range snap.Queues {
+		for _, w := range q.Waiters {
+			if w.Priority != 0 {
+				snap.Version = snapshotV8
+			}
+		}
+	}
+	for _, ss := range snap.Sessions {
+		for _, r := range ss.Results {
+			if r.v8() {
+				snap.Version = snapshotV8
+			}
+		}
+	}
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(&snap); err != nil {
 		panic(err)

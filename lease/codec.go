@@ -51,6 +51,13 @@ const (
 	// fLockDelay: after the reason, an acquire's lock-delay (zigzag
 	// varint). Added with lock-delays.
 	fLockDelay
+	// fHandoff: set on an OpRelease that is a handoff; after the
+	// lock-delay, its candidate (string, "" for the first waiter).
+	// Added with handoffs.
+	fHandoff
+	// fPriority: after the handoff, an acquire's priority (uvarint).
+	// Added with handoffs.
+	fPriority
 )
 
 // AppendBatch appends the binary encoding of b to buf.
@@ -103,6 +110,8 @@ func appendOp(buf []byte, op Op) []byte {
 	set(op.Session != "", fSession)
 	set(op.Reason != "", fReason)
 	set(op.LockDelay != 0, fLockDelay)
+	set(op.Handoff, fHandoff)
+	set(op.Priority != 0, fPriority)
 	buf = append(buf, byte(op.Type))
 	buf = binary.AppendUvarint(buf, flags)
 	if flags&fName != 0 {
@@ -157,6 +166,12 @@ func appendOp(buf []byte, op Op) []byte {
 	}
 	if flags&fLockDelay != 0 {
 		buf = binary.AppendVarint(buf, int64(op.LockDelay))
+	}
+	if flags&fHandoff != 0 {
+		buf = appendString(buf, op.HandoffTo)
+	}
+	if flags&fPriority != 0 {
+		buf = binary.AppendUvarint(buf, uint64(op.Priority))
 	}
 	return buf
 }
@@ -265,7 +280,7 @@ func (d *decoder) op() Op {
 		return Op{}
 	}
 	flags := d.uvarint("flags")
-	if flags >= fLockDelay<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
+	if flags >= fPriority<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
 		d.fail("flags")
 	}
 	if flags&fName != 0 {
@@ -325,6 +340,17 @@ func (d *decoder) op() Op {
 	}
 	if flags&fLockDelay != 0 {
 		op.LockDelay = time.Duration(d.varint("lock delay"))
+	}
+	if flags&fHandoff != 0 {
+		op.Handoff = true
+		op.HandoffTo = d.string("handoff candidate")
+	}
+	if flags&fPriority != 0 {
+		p := d.uvarint("priority")
+		if p > math.MaxInt32 {
+			d.fail("priority")
+		}
+		op.Priority = int(p)
 	}
 	return op
 }

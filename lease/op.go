@@ -96,6 +96,15 @@ type Op struct {
 	// Reason is why an OpRevoke ends the grant: the operator's words,
 	// kept for the holder (see lockdelay.go).
 	Reason string
+	// Handoff makes an OpRelease a handoff (see handoff.go): the grant
+	// ends and, in the same Apply, the waiter HandoffTo (or the first
+	// waiter when HandoffTo is "") is granted the name.
+	Handoff   bool
+	HandoffTo string
+	// Priority is an OpAcquire's priority, kept in its waiter and its
+	// grant: a waiter with a higher priority than the holder's asks the
+	// holder to hand over (see handoff.go). 0 for none.
+	Priority int
 }
 
 // Batch is the unit of replication: operations stamped with one cluster
@@ -130,6 +139,8 @@ type Lease struct {
 	Principal string `json:",omitempty"`
 	// LockDelay is the grant's lock-delay (see Op.LockDelay), 0 for none.
 	LockDelay time.Duration `json:",omitempty"`
+	// Priority is the grant's priority (see Op.Priority), 0 for none.
+	Priority int `json:",omitempty"`
 }
 
 // Remaining returns how long the lease has left at cluster time now.
@@ -178,6 +189,9 @@ type Limits struct {
 	// Default 256.
 	MaxReasonLen int
 }
+
+// MaxPriority is the highest priority an acquire may state.
+const MaxPriority = 1000000
 
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
@@ -267,6 +281,9 @@ func (l Limits) Validate(op Op) error {
 		if op.LockDelay > l.MaxLockDelay {
 			return invalidf("lock_delay %s is above the maximum of %s", op.LockDelay, l.MaxLockDelay)
 		}
+		if err := checkPriority(op.Priority); err != nil {
+			return err
+		}
 	case OpRenew:
 		if len(op.Refs) == 0 {
 			return invalidf("no leases to renew")
@@ -289,6 +306,9 @@ func (l Limits) Validate(op Op) error {
 		}
 	case OpRelease:
 		if err := checkText("name", op.Name, l.MaxNameLen); err != nil {
+			return err
+		}
+		if err := l.checkHandoff(op); err != nil {
 			return err
 		}
 		return checkToken(op.Token)

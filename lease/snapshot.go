@@ -43,6 +43,12 @@ import (
 // ("history_retention", when an OpHistoryConfig set one) and the kept terms
 // of each name ("history", sorted by name, terms in grant order), both
 // last. It is written only when either is there.
+//
+// Version 8 adds priorities and handoffs (see handoff.go): the
+// "Priority" of grants and waiters (also of the grants in session
+// results) and the "handoff_requested" of remembered renewals. It is
+// written only when any of them is there. (Version 7 is shared grants,
+// made on another line of work; this one neither writes nor reads it.)
 const (
 	snapshotV1 = 1
 	snapshotV2 = 2
@@ -50,6 +56,7 @@ const (
 	snapshotV4 = 4
 	snapshotV5 = 5
 	snapshotV6 = 6
+	snapshotV8 = 8
 )
 
 type snapshot struct {
@@ -199,6 +206,9 @@ func (c *Capture) Write(w io.Writer) error {
 	if c.retention != nil || len(c.history) > 0 {
 		version = snapshotV6
 	}
+	if c.usesPriority() {
+		version = snapshotV8
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	ew := &errWriter{w: bw}
 	head, err := json.Marshal(snapshot{Version: version, Now: c.now, LastToken: c.lastToken, Revision: c.revision})
@@ -291,8 +301,13 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := json.NewDecoder(r).Decode(&snap); err != nil {
 		return nil, fmt.Errorf("lease: read snapshot: %w", err)
 	}
-	if snap.Version < snapshotV1 || snap.Version > snapshotV6 {
-		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV6)
+	if snap.Version < snapshotV1 || snap.Version > snapshotV8 || snap.Version == 7 {
+		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d or %d)", snap.Version, snapshotV1, snapshotV6, snapshotV8)
+	}
+	if snap.Version < snapshotV8 {
+		if err := snap.checkNoPriority(); err != nil {
+			return nil, err
+		}
 	}
 	if snap.Version < snapshotV6 && (snap.HistoryRetention != nil || len(snap.History) > 0) {
 		return nil, fmt.Errorf("lease: version %d snapshot has a lease history", snap.Version)
