@@ -28,6 +28,7 @@ func FillLease(p *tenurev1.Lease, durs []durationpb.Duration, l lease.Lease, now
 	if l.LockDelay != 0 {
 		p.LockDelay = durationpb.New(l.LockDelay)
 	}
+	p.Priority = uint32(max(l.Priority, 0))
 	return p
 }
 
@@ -50,6 +51,7 @@ func LeaseFromProto(p *tenurev1.Lease) lease.Lease {
 		Limit:  int(min(p.GetLimit(), math.MaxInt32)),
 
 		LockDelay: p.GetLockDelay().AsDuration(),
+		Priority:  int(min(p.GetPriority(), math.MaxInt32)),
 	}
 }
 
