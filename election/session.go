@@ -155,6 +155,9 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool, limit int
 	if s.cfg.LockDelay > 0 {
 		opts = append(opts, client.LockDelay(s.cfg.LockDelay))
 	}
+	if s.cfg.Priority != 0 {
+		opts = append(opts, client.Priority(s.cfg.Priority))
+	}
 	if old := s.lostToken(name); old > 0 {
 		// The last term was lost here, before the server's expiry: the
 		// server may still hold it. Free it, so that the new term gets
@@ -519,6 +522,9 @@ func (s *Session) renewAll() {
 			l.atRisk(err)
 		case res[i].Err == nil:
 			l.renewed(res[i].Lease)
+			if to := res[i].HandoffRequested; to != "" {
+				s.handoffRequested(l, to)
+			}
 		case gone(res[i].Err):
 			l.lose(res[i].Err)
 		default:
