@@ -74,3 +74,30 @@ test("a waiter of a higher priority asks the holder to hand over at its renewal"
   await assert.rejects(c.acquire("ho/q", "h", 30_000, { priority: 2_000_000 }), InvalidArgumentError, "priority out of range");
   c.close?.();
 });
+
+test("a session's lease hands off: its signal fires first, then the candidate's campaign resolves; a higher priority asks and gets it", async () => {
+  const { Session, HandedOffError, ReleasedError } = await import("../dist/node.js");
+  const c = createClient({ endpoints: [node.api] });
+  const a = new Session(c, { holder: "a", ttlMs: 3000 });
+  const b = new Session(c, { holder: "b", ttlMs: 3000 });
+  const la = await a.campaign("ho/s");
+  const campaignB = b.campaign("ho/s");
+  await queued("ho/s", "b");
+  let abortedFirst = false;
+  const next = await la.handoff();
+  campaignB.then(() => { abortedFirst = la.signal.aborted; });
+  const lb = await campaignB;
+  await Promise.resolve();
+  assert.ok(abortedFirst && la.signal.reason instanceof HandedOffError && la.signal.reason instanceof ReleasedError);
+  assert.deepEqual([next.holder, next.token], ["b", lb.token]);
+  assert.ok(lb.token > la.token);
+  await assert.rejects(la.handoff(), HandedOffError, "a second handoff of the ended term");
+
+  // A session of a higher priority asks b to hand over; b's session does
+  // at its next renewal.
+  const h = new Session(c, { holder: "h", ttlMs: 3000, priority: 9 });
+  const lh = await h.campaign("ho/s");
+  assert.ok(lb.signal.aborted && lb.signal.reason instanceof HandedOffError, `b's lease: ${lb.signal.reason}`);
+  assert.ok(lh.token > lb.token);
+  await Promise.all([a.close(), b.close(), h.close()]);
+});
