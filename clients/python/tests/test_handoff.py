@@ -83,6 +83,37 @@ class HandoffTest(helpers.OneNodeTest):
         with self.assertRaises(tenure.InvalidArgumentError):
             c.acquire(self.name("/q"), "h", 30, priority=2000000)
 
+    def test_session_handoff(self):
+        c, n = self.client, self.name()
+        a = c.session(holder="a", ttl=3)
+        b = c.session(holder="b", ttl=3)
+        h = c.session(holder="h", ttl=3, priority=9)
+        try:
+            la = a.acquire(n)
+            out = {}
+            t = threading.Thread(target=lambda: out.update(lease=b.acquire(n)), daemon=True)
+            t.start()
+            self.queued(n, "b")
+            nxt = la.handoff()
+            self.assertTrue(la.done.is_set())
+            self.assertIsInstance(la.error, tenure.HandedOffError)
+            self.assertIsInstance(la.error, tenure.ReleasedError)
+            t.join(10)
+            lb = out["lease"]
+            self.assertEqual((nxt.holder, nxt.token), ("b", lb.token))
+            self.assertGreater(lb.token, la.token)
+            with self.assertRaises(tenure.HandedOffError):
+                la.handoff()
+            # A session of a higher priority asks b to hand over; b's
+            # session does at its next renewal.
+            lh = h.acquire(n)
+            self.assertTrue(lb.done.is_set())
+            self.assertIsInstance(lb.error, tenure.HandedOffError)
+            self.assertGreater(lh.token, lb.token)
+        finally:
+            for s in (a, b, h):
+                s.close()
+
 
 if __name__ == "__main__":
     unittest.main()
