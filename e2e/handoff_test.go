@@ -360,4 +360,21 @@ func TestHandoffFromTheCLI(t *testing.T) {
 		t.Fatalf("e2 printed %q", l)
 	}
 	mustCode(t, 2, cli(t, ep, "elect", "svc/ho", "e3", "--priority", "-1"), "elect --priority -1")
+	// A candidate of a higher priority asks e2 (priority 0) to hand over:
+	// e2 does at its next renewal and exits 0.
+	e3 := startCLI(t, ep, "elect", "svc/ho", "e3", "--ttl", "3s", "--priority", "5")
+	if l := e3.line("e3 to lead"); !strings.Contains(l, "leading svc/ho as e3") {
+		t.Fatalf("e3 printed %q", l)
+	}
+	if l := e2.line("e2's handoff"); !strings.Contains(l, "handed svc/ho") || !strings.Contains(l, "higher priority") {
+		t.Fatalf("e2 printed %q", l)
+	}
+	select {
+	case <-e2.done:
+		if e2.code != 0 {
+			t.Fatalf("e2 exited %d after handing off; stderr %q", e2.code, e2.errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("e2 did not exit after handing off")
+	}
 }

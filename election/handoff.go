@@ -78,9 +78,9 @@ func (s *Session) handoffRequested(l *Lease, to string) {
 	if s.cfg.KeepOnHandoffRequest || l.limit > 1 {
 		return
 	}
-	go func() {
+	s.handoffs.Go(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.cfg.RenewTimeout)
 		defer cancel()
 		_, _ = l.Handoff(ctx, to)
-	}()
+	})
 }

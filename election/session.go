@@ -57,6 +57,11 @@ type Session struct {
 	lost    map[string]uint64
 	closed  bool
 	retryAt time.Time // after a failed renewal: when to try again
+	// handoffs are the handoffs under way that waiters of a higher
+	// priority asked for; stopping waits for them (each is bounded by
+	// RenewTimeout), so that a process that ends right after a term was
+	// handed off has sent the handoff.
+	handoffs sync.WaitGroup
 }
 
 // New starts a session for c. It does not contact the server.
@@ -401,6 +406,7 @@ func (s *Session) shutdown() []*Lease {
 	s.mu.Unlock()
 	s.stop()
 	<-s.loopDone
+	s.handoffs.Wait()
 	return ls
 }
 
