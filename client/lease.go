@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"connectrpc.com/connect"
@@ -37,6 +38,9 @@ type Lease struct {
 	LockDelay time.Duration
 	// Shared is true for a shared (read) grant (see the Shared option).
 	Shared bool
+	// Priority is the grant's priority (see the Priority option), 0 for
+	// none.
+	Priority int
 	// Sent is when the request that returned the lease was sent, on the
 	// local clock (with its monotonic reading). The lease expires no
 	// earlier than Sent + Remaining measured at the cluster's clock rate;
@@ -56,6 +60,7 @@ func leaseFromProto(p *tenurev1.Lease, sent time.Time) Lease {
 		Limit:     l.Limit,
 		LockDelay: l.LockDelay,
 		Shared:    l.Shared,
+		Priority:  l.Priority,
 		Sent:      sent,
 	}
 }
@@ -81,6 +86,8 @@ type AcquireSettings struct {
 	LockDelay time.Duration
 	// Shared is set by the Shared option: acquire a shared (read) grant.
 	Shared bool
+	// Priority is set by the Priority option.
+	Priority int
 }
 
 // NewAcquireSettings applies opts to the zero settings (try once) and
@@ -149,6 +156,17 @@ func Shared() AcquireOption {
 	return func(o *AcquireSettings) { o.Shared = true }
 }
 
+// Priority states the caller's priority, 0 (the default) to 1000000,
+// kept in its place in the queue and in its grant. The queue stays first
+// come, first served: a release or expiry grants the first waiter,
+// whatever its priority. A waiter with a higher priority than the
+// holder's asks the holder to hand over: the holder's renewals report
+// it (RenewResult.HandoffRequested), and an election leader hands over
+// (see the election package).
+func Priority(p int) AcquireOption {
+	return func(o *AcquireSettings) { o.Priority = p }
+}
+
 // Acquire grants the lease name to holder for ttl, or renews it if holder
 // already holds it (same token). If another holder has it, the error
 // matches ErrLeaseHeld and is a *HeldError naming that holder.
@@ -180,6 +198,12 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 			req.LockDelay = durationpb.New(o.LockDelay)
 		}
 		req.Shared = o.Shared
+		if o.Priority != 0 {
+			req.Priority = uint32(max(o.Priority, 0))
+			if o.Priority < 0 {
+				req.Priority = math.MaxUint32 // out of range: the server refuses it
+			}
+		}
 		timeout := c.cfg.RequestTimeout
 		if o.Wait {
 			if waitUntil.IsZero() {
@@ -250,6 +274,10 @@ type RenewResult struct {
 	// granted again since Ref.Token was issued, and ErrRevoked too (a
 	// *RevokedError with the reason) when an operator revoked it.
 	Err error
+	// HandoffRequested names the waiter that asks the holder to hand
+	// over (its priority is higher than the grant's; see Priority), or
+	// is "" when none asks.
+	HandoffRequested string
 }
 
 // Renew extends the leases named by refs by their TTLs (a ref with a TTL
@@ -288,6 +316,7 @@ func (c *Client) Renew(ctx context.Context, refs ...Ref) ([]RenewResult, error) 
 		}
 		if out[i].Err == nil {
 			out[i].Lease = leaseFromProto(r.GetLease(), sent)
+			out[i].HandoffRequested = r.GetHandoffRequested()
 		}
 	}
 	return out, nil
@@ -315,6 +344,32 @@ func (c *Client) Release(ctx context.Context, name string, token uint64) error {
 		leaseService, tenurev1connect.LeaseServiceClient.Release,
 		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Release{Release: req}}, (*tenurev1.BatchResult).GetRelease)
 	return notApplied(err)
+}
+
+// Handoff ends the grant of name with token and, at the same cluster
+// time, grants name to the waiter to, or to the first waiter still
+// waiting if to is "": the new grant has a new, larger token and starts
+// the moment the old one ends, with no gap and no overlap (and no
+// lock-delay). It returns the new grant; the waiter's own Acquire
+// returns it too.
+//
+// Stop acting under the old token before calling Handoff: once it
+// returns (or even while it is in flight) the new holder may act. If no
+// such waiter is waiting it fails with ErrNotFound and changes nothing;
+// a stale token fails with ErrStaleToken; a semaphore slot with
+// ErrInvalid. It is retried like Release: a retry gets the first
+// attempt's outcome.
+func (c *Client) Handoff(ctx context.Context, name string, token uint64, to string) (Lease, error) {
+	id := c.sess.begin()
+	defer c.sess.end(id)
+	req := &tenurev1.ReleaseRequest{Name: name, Token: token, RequestId: id, Handoff: true, HandoffTo: to}
+	res, sent, err := unaryOrBatched(ctx, c, retryAlways, req,
+		leaseService, tenurev1connect.LeaseServiceClient.Release,
+		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Release{Release: req}}, (*tenurev1.BatchResult).GetRelease)
+	if err != nil {
+		return Lease{}, notApplied(err)
+	}
+	return leaseFromProto(res.GetHandedTo(), sent), nil
 }
 
 // Revoke ends the live grant of name with token now, or every live grant

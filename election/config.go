@@ -47,6 +47,17 @@ type Config struct {
 	// term from overlapping the next one: the old holder's context ends
 	// before its old grant would have expired. Default 0: none.
 	LockDelay time.Duration
+	// Priority is stated with every acquire of the session (see
+	// client.Priority), 0 to 1000000. The server's queue stays first
+	// come, first served; a waiting session whose Priority is higher than
+	// the holder's asks the holder to hand over, and the holder learns it
+	// at its next renewal. Default 0.
+	Priority int
+	// KeepOnHandoffRequest keeps the session's leases when a waiter of
+	// a higher priority asks for one. By default the session hands the
+	// lease over to it (Lease.Handoff) as soon as a renewal reports the
+	// request: the lease's context ends, then the waiter is granted.
+	KeepOnHandoffRequest bool
 }
 
 // DefaultConfig returns the defaults: TTL 10s and Drift 0.01. Holder and
@@ -90,6 +101,8 @@ func (c Config) Validate() error {
 		return errors.New("election: RenewInterval, RenewTimeout and Margin must not be negative")
 	case c.LockDelay < 0:
 		return fmt.Errorf("election: LockDelay must not be negative, got %s", c.LockDelay)
+	case c.Priority < 0 || c.Priority > 1000000:
+		return fmt.Errorf("election: Priority must be in [0, 1000000], got %d", c.Priority)
 	case c.Drift < 0 || c.Drift >= 0.5:
 		return fmt.Errorf("election: Drift must be in [0, 0.5), got %g", c.Drift)
 	}

@@ -212,3 +212,47 @@ func ExampleObserve() {
 	// db-1 leads with the token it was granted: true
 	// db-2 leads with the token it was granted: true
 }
+
+// A clean handoff: a candidate with a higher priority asks the leader to
+// hand over; the leader's context ends first, then the candidate leads,
+// with a larger token, from the moment the old term ended.
+func ExampleLease_Handoff() {
+	c, err := client.New(client.Config{Endpoints: endpoints})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	a, err := election.New(c, election.Config{Holder: "a", TTL: 2 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Close(ctx)
+	b, err := election.New(c, election.Config{Holder: "b", TTL: 2 * time.Second, Priority: 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close(ctx)
+
+	la, err := a.Campaign(ctx, "example/handoff")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(la.Holder(), "leads")
+	// b waits in the queue; a learns at its next renewal that b asks to
+	// take over, and hands off (la.Handoff(ctx, "b") does the same at
+	// any time).
+	lb, err := b.Campaign(ctx, "example/handoff")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(lb.Holder(), "leads")
+	<-la.Done() // already ended before b's campaign returned
+	fmt.Println("a's term ended:", context.Cause(la.Ctx()))
+	fmt.Println("token grew:", lb.Token() > la.Token())
+	// Output:
+	// a leads
+	// b leads
+	// a's term ended: election: lease handed off
+	// token grew: true
+}

@@ -43,7 +43,9 @@ type RunConfig struct {
 // leadership (and on the data it protects) when it ends; the lease's
 // token, l.Token(), fences its writes in case it does not stop in time.
 //
-// When the leadership is lost, Run campaigns again and calls fn again once
+// When the leadership is lost or handed off (Lease.Handoff, or a
+// waiter of a higher priority asked for it: see Config.Priority), Run
+// campaigns again and calls fn again once
 // it leads; fn's error from a lost term is dropped. If fn returns while
 // this holder still leads, Run releases the lease and returns fn's error:
 // a job run under a lock. When ctx ends, Run releases the lease (after fn
@@ -96,7 +98,7 @@ func Run(ctx context.Context, cfg RunConfig, fn func(ctx context.Context, l *Lea
 		if ctx.Err() != nil {
 			return nil
 		}
-		if !errors.Is(l.Err(), ErrLost) {
+		if !errors.Is(l.Err(), ErrLost) && !errors.Is(l.Err(), ErrHandedOff) {
 			return ferr // fn returned while leading
 		}
 	}

@@ -57,6 +57,11 @@ type Session struct {
 	lost    map[string]uint64
 	closed  bool
 	retryAt time.Time // after a failed renewal: when to try again
+	// handoffs are the handoffs under way that waiters of a higher
+	// priority asked for; stopping waits for them (each is bounded by
+	// RenewTimeout), so that a process that ends right after a term was
+	// handed off has sent the handoff.
+	handoffs sync.WaitGroup
 }
 
 // New starts a session for c. It does not contact the server.
@@ -177,6 +182,9 @@ func (s *Session) acquireMode(ctx context.Context, name string, wait bool, limit
 	}
 	if shared {
 		opts = append(opts, client.Shared())
+	}
+	if s.cfg.Priority != 0 {
+		opts = append(opts, client.Priority(s.cfg.Priority))
 	}
 	if old := s.lostToken(name); old > 0 {
 		// The last term was lost here, before the server's expiry: the
@@ -421,6 +429,7 @@ func (s *Session) shutdown() []*Lease {
 	s.mu.Unlock()
 	s.stop()
 	<-s.loopDone
+	s.handoffs.Wait()
 	return ls
 }
 
@@ -542,6 +551,9 @@ func (s *Session) renewAll() {
 			l.atRisk(err)
 		case res[i].Err == nil:
 			l.renewed(res[i].Lease)
+			if to := res[i].HandoffRequested; to != "" {
+				s.handoffRequested(l, to)
+			}
 		case gone(res[i].Err):
 			l.lose(res[i].Err)
 		default:

@@ -74,14 +74,17 @@ func encodeWholeSnapshot(s *State) []byte {
 			}
 		}
 	}
-	// Shared grants, waiters or remembered shared grants: version 7.
-	shared := false
+	// Shared grants, waiters or remembered shared grants: version 7;
+	// priorities or handoff requests: version 8 (which has both).
+	shared, v8 := false, false
 	for _, l := range snap.Leases {
 		shared = shared || l.Shared
+		v8 = v8 || l.Priority != 0
 	}
 	for _, q := range snap.Queues {
 		for _, w := range q.Waiters {
 			shared = shared || w.Shared
+			v8 = v8 || w.Priority != 0
 		}
 	}
 	for _, ss := range snap.Sessions {
@@ -93,10 +96,14 @@ func encodeWholeSnapshot(s *State) []byte {
 			for _, rr := range r.Renewed {
 				shared = shared || (rr.Lease != nil && rr.Lease.Shared)
 			}
+			v8 = v8 || r.v8()
 		}
 	}
 	if shared {
 		snap.Version = snapshotV7
+	}
+	if v8 {
+		snap.Version = snapshotV8
 	}
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(&snap); err != nil {

@@ -53,6 +53,14 @@ const (
 	fLockDelay
 	// fShared: a shared acquire (no payload). Added with shared grants.
 	fShared
+	// fHandoff: set on an OpRelease that is a handoff; after the
+	// lock-delay (fShared has no payload), its candidate (string, ""
+	// for the first waiter).
+	// Added with handoffs.
+	fHandoff
+	// fPriority: after the handoff, an acquire's priority (uvarint).
+	// Added with handoffs.
+	fPriority
 )
 
 // AppendBatch appends the binary encoding of b to buf.
@@ -106,6 +114,8 @@ func appendOp(buf []byte, op Op) []byte {
 	set(op.Reason != "", fReason)
 	set(op.LockDelay != 0, fLockDelay)
 	set(op.Shared, fShared)
+	set(op.Handoff, fHandoff)
+	set(op.Priority != 0, fPriority)
 	buf = append(buf, byte(op.Type))
 	buf = binary.AppendUvarint(buf, flags)
 	if flags&fName != 0 {
@@ -160,6 +170,12 @@ func appendOp(buf []byte, op Op) []byte {
 	}
 	if flags&fLockDelay != 0 {
 		buf = binary.AppendVarint(buf, int64(op.LockDelay))
+	}
+	if flags&fHandoff != 0 {
+		buf = appendString(buf, op.HandoffTo)
+	}
+	if flags&fPriority != 0 {
+		buf = binary.AppendUvarint(buf, uint64(op.Priority))
 	}
 	return buf
 }
@@ -268,7 +284,7 @@ func (d *decoder) op() Op {
 		return Op{}
 	}
 	flags := d.uvarint("flags")
-	if flags >= fShared<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
+	if flags >= fPriority<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
 		d.fail("flags")
 	}
 	if flags&fName != 0 {
@@ -330,5 +346,16 @@ func (d *decoder) op() Op {
 		op.LockDelay = time.Duration(d.varint("lock delay"))
 	}
 	op.Shared = flags&fShared != 0
+	if flags&fHandoff != 0 {
+		op.Handoff = true
+		op.HandoffTo = d.string("handoff candidate")
+	}
+	if flags&fPriority != 0 {
+		p := d.uvarint("priority")
+		if p > math.MaxInt32 {
+			d.fail("priority")
+		}
+		op.Priority = int(p)
+	}
 	return op
 }

@@ -68,9 +68,9 @@ const (
 	EndingReleased Ending = 1
 	EndingExpired  Ending = 2
 	EndingRevoked  Ending = 3
-	// EndingHandedOff is kept for the handoff of an election, which
-	// does not exist yet: the term ended because its holder handed the
-	// name to another.
+	// EndingHandedOff: the holder handed the name to a waiter (an
+	// OpRelease with Handoff, see handoff.go); the next term started at
+	// this term's End.
 	EndingHandedOff Ending = 4
 )
 

@@ -337,6 +337,9 @@ func TestHistoryProperties(t *testing.T) {
 						switch ev.Type {
 						case EventReleased:
 							tm.Ending = EndingReleased
+							if ev.Reason == HandedOff {
+								tm.Ending = EndingHandedOff
+							}
 						case EventExpired:
 							tm.Ending, tm.End = EndingExpired, l.ExpiresAt
 						case EventRevoked:

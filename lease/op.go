@@ -100,6 +100,15 @@ type Op struct {
 	// of a name coexist, each with its own token, and exclude an
 	// exclusive grant. See shared.go.
 	Shared bool
+	// Handoff makes an OpRelease a handoff (see handoff.go): the grant
+	// ends and, in the same Apply, the waiter HandoffTo (or the first
+	// waiter when HandoffTo is "") is granted the name.
+	Handoff   bool
+	HandoffTo string
+	// Priority is an OpAcquire's priority, kept in its waiter and its
+	// grant: a waiter with a higher priority than the holder's asks the
+	// holder to hand over (see handoff.go). 0 for none.
+	Priority int
 }
 
 // Batch is the unit of replication: operations stamped with one cluster
@@ -137,6 +146,8 @@ type Lease struct {
 	// Shared is true for a shared (read) grant: other shared grants of
 	// Name may be live with it, an exclusive one may not (shared.go).
 	Shared bool `json:",omitempty"`
+	// Priority is the grant's priority (see Op.Priority), 0 for none.
+	Priority int `json:",omitempty"`
 }
 
 // Remaining returns how long the lease has left at cluster time now.
@@ -185,6 +196,9 @@ type Limits struct {
 	// Default 256.
 	MaxReasonLen int
 }
+
+// MaxPriority is the highest priority an acquire may state.
+const MaxPriority = 1000000
 
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
@@ -277,6 +291,9 @@ func (l Limits) Validate(op Op) error {
 		if err := checkShared(op); err != nil {
 			return err
 		}
+		if err := checkPriority(op.Priority); err != nil {
+			return err
+		}
 	case OpRenew:
 		if len(op.Refs) == 0 {
 			return invalidf("no leases to renew")
@@ -299,6 +316,9 @@ func (l Limits) Validate(op Op) error {
 		}
 	case OpRelease:
 		if err := checkText("name", op.Name, l.MaxNameLen); err != nil {
+			return err
+		}
+		if err := l.checkHandoff(op); err != nil {
 			return err
 		}
 		return checkToken(op.Token)

@@ -136,10 +136,10 @@ func (m *model) set(name string, ls []Lease) {
 	}
 }
 
-func (m *model) grant(name, holder string, ttl time.Duration, limit int, lockDelay time.Duration, shared bool) Lease {
+func (m *model) grant(name, holder string, ttl time.Duration, limit int, lockDelay time.Duration, shared bool, prio int) Lease {
 	m.last++
 	l := Lease{Name: name, Holder: holder, Token: m.last, TTL: ttl, GrantedAt: m.now, ExpiresAt: m.now + ttl, Limit: plain(limit),
-		LockDelay: lockDelay, Shared: shared}
+		LockDelay: lockDelay, Shared: shared, Priority: prio}
 	m.leases[name] = append(slices.Clone(m.leases[name]), l)
 	m.emit(EventGranted, l)
 	return l
@@ -172,7 +172,7 @@ func (m *model) free(name string) {
 		w := q[0]
 		q = q[1:]
 		if w.Deadline > m.now && (len(ls) == 0 || lim(w.Limit) == lim(ls[0].Limit)) {
-			m.grant(name, w.Holder, w.TTL, w.Limit, w.LockDelay, w.Shared)
+			m.grant(name, w.Holder, w.TTL, w.Limit, w.LockDelay, w.Shared, w.Priority)
 		}
 	}
 	if len(q) == 0 {
@@ -247,7 +247,7 @@ func (m *model) op(op Op) Result {
 			return Result{Err: ErrInvalid}
 		}
 		if i := slices.IndexFunc(ls, func(l Lease) bool { return l.Holder == op.Holder }); i >= 0 {
-			ls[i].TTL, ls[i].ExpiresAt, ls[i].LockDelay = op.TTL, m.now+op.TTL, op.LockDelay
+			ls[i].TTL, ls[i].ExpiresAt, ls[i].LockDelay, ls[i].Priority = op.TTL, m.now+op.TTL, op.LockDelay, op.Priority
 			m.leases[op.Name] = ls
 			m.removeWaiter(op.Name, op.Holder)
 			return Result{Lease: ls[i]}
@@ -273,7 +273,7 @@ func (m *model) op(op Op) Result {
 			return Result{Err: held, Queued: true}
 		}
 		if len(ls) == 0 || len(ls) < lim(ls[0].Limit) {
-			return Result{Lease: m.grant(op.Name, op.Holder, op.TTL, op.Limit, op.LockDelay, false)}
+			return Result{Lease: m.grant(op.Name, op.Holder, op.TTL, op.Limit, op.LockDelay, false, op.Priority)}
 		}
 		first := ls[0]
 		for _, l := range ls {
@@ -301,7 +301,15 @@ func (m *model) op(op Op) Result {
 			}
 			ls[i].ExpiresAt = m.now + ls[i].TTL
 			m.leases[ref.Name] = ls
-			rr = append(rr, RenewResult{Ref: ref, Lease: ls[i]})
+			// A waiter of a higher priority than the holder's asks
+			// for a handoff: the first of the highest.
+			req, best := "", ls[i].Priority
+			for _, w := range m.queues[ref.Name] {
+				if w.Deadline > m.now && w.Priority > best {
+					req, best = w.Holder, w.Priority
+				}
+			}
+			rr = append(rr, RenewResult{Ref: ref, Lease: ls[i], HandoffRequested: req})
 		}
 		return Result{Renewed: rr}
 	case OpRelease:
@@ -310,6 +318,29 @@ func (m *model) op(op Op) Result {
 			return Result{Err: m.stale(op.Name, op.Token)}
 		}
 		l := ls[i]
+		if op.Handoff {
+			// The old grant ends and the candidate is granted, at
+			// once: no lock-delay, nobody else in between.
+			if l.Limit > 1 || l.Shared {
+				return Result{Err: ErrInvalid}
+			}
+			q := m.queues[op.Name]
+			c := slices.IndexFunc(q, func(w waiter) bool {
+				return w.Deadline > m.now && (op.HandoffTo == "" || w.Holder == op.HandoffTo)
+			})
+			if c < 0 {
+				return Result{Err: ErrNotFound}
+			}
+			w := q[c]
+			m.removeWaiter(op.Name, w.Holder)
+			m.set(op.Name, nil)
+			m.events = append(m.events, Event{Type: EventReleased, Lease: l, At: m.now, Reason: HandedOff})
+			next := m.grant(op.Name, w.Holder, w.TTL, w.Limit, w.LockDelay, w.Shared, w.Priority)
+			if next.Shared {
+				m.free(op.Name) // the readers first in line join it
+			}
+			return Result{Lease: next}
+		}
 		m.set(op.Name, slices.Delete(ls, i, i+1))
 		m.emit(EventReleased, l)
 		m.free(op.Name)
@@ -461,7 +492,7 @@ func (m *model) acquireShared(op Op, ls []Lease, d modelDelay, delayed bool) Res
 			m.queue(op)
 			return Result{Err: held, Queued: true}
 		}
-		l := m.grant(op.Name, op.Holder, op.TTL, op.Limit, op.LockDelay, op.Shared)
+		l := m.grant(op.Name, op.Holder, op.TTL, op.Limit, op.LockDelay, op.Shared, op.Priority)
 		m.removeWaiter(op.Name, op.Holder)
 		return Result{Lease: l}
 	}
@@ -483,7 +514,7 @@ func (m *model) acquireShared(op Op, ls []Lease, d modelDelay, delayed bool) Res
 // queue queues op's holder, or updates its place.
 func (m *model) queue(op Op) {
 	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: m.now + op.WaitTimeout, Limit: plain(op.Limit), LockDelay: op.LockDelay,
-		Shared: op.Shared}
+		Shared: op.Shared, Priority: op.Priority}
 	q := m.queues[op.Name]
 	if i := slices.IndexFunc(q, func(x waiter) bool { return x.Holder == op.Holder }); i >= 0 {
 		q[i] = w
@@ -519,9 +550,10 @@ func errKind(err error) string {
 }
 
 type normRenew struct {
-	Ref   Ref
-	Lease Lease
-	Err   string
+	Ref              Ref
+	Lease            Lease
+	Err              string
+	HandoffRequested string
 }
 
 type normResult struct {
@@ -539,7 +571,7 @@ type normResult struct {
 func normalize(r Result) normResult {
 	n := normResult{Err: errKind(r.Err), Lease: r.Lease, Queued: r.Queued, Leases: r.Leases, Revision: r.Revision, Now: r.Now}
 	for _, rr := range r.Renewed {
-		n.Renewed = append(n.Renewed, normRenew{Ref: rr.Ref, Lease: rr.Lease, Err: errKind(rr.Err)})
+		n.Renewed = append(n.Renewed, normRenew{Ref: rr.Ref, Lease: rr.Lease, Err: errKind(rr.Err), HandoffRequested: rr.HandoffRequested})
 	}
 	for _, e := range r.Entries {
 		n.Entries = append(n.Entries, fmt.Sprintf("%s=%q lease=%s token=%d rev=%d", e.Key, e.Value, e.Lease, e.Token, e.Revision))
@@ -663,7 +695,7 @@ func (h *history) check(ev []Event, now time.Duration) error {
 			} else if e.Lease.ExpiresAt <= e.At {
 				return fmt.Errorf("%s %+v at %s, after its expiry", e.Type, e.Lease, e.At)
 			}
-			if (e.Type == EventRevoked) != (e.Reason != "") {
+			if (e.Type == EventRevoked) != (e.Reason != "") && (e.Type != EventReleased || e.Reason != HandedOff) {
 				return fmt.Errorf("%s %+v with the reason %q", e.Type, e.Lease, e.Reason)
 			}
 			if e.Type != EventReleased {
@@ -741,7 +773,14 @@ func drawOp(t *rapid.T, s *State) Op {
 		return rapid.Uint64Range(1, s.LastToken()+1).Draw(t, label)
 	}
 	ttl := time.Duration(rapid.IntRange(1, 10).Draw(t, "ttl")) * sec
-	switch rapid.IntRange(0, 14).Draw(t, "op") {
+	switch rapid.IntRange(0, 15).Draw(t, "op") {
+	case 15:
+		op := rel(name, token("token", name))
+		op.Handoff = true
+		if rapid.IntRange(0, 2).Draw(t, "handoff to a named candidate") > 0 {
+			op.HandoffTo = rapid.SampledFrom(propHolders).Draw(t, "candidate")
+		}
+		return op
 	case 13:
 		op := Op{Type: OpRevoke, Name: name, Reason: rapid.SampledFrom([]string{"r", "stuck"}).Draw(t, "reason")}
 		if rapid.Bool().Draw(t, "revoke one") {
@@ -761,6 +800,9 @@ func drawOp(t *rapid.T, s *State) Op {
 		// shared acquire of a semaphore, which is refused.
 		if op.Limit <= 1 && ((name == "a" && rapid.Bool().Draw(t, "shared")) || rapid.IntRange(0, 5).Draw(t, "shared other") == 0) {
 			op.Shared = true
+		}
+		if rapid.IntRange(0, 2).Draw(t, "priority?") == 0 {
+			op.Priority = rapid.IntRange(0, 3).Draw(t, "priority")
 		}
 		if rapid.Bool().Draw(t, "wait") {
 			op.Wait = true

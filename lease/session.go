@@ -254,6 +254,8 @@ type snapshotRenew struct {
 	Ref   Ref            `json:"ref"`
 	Lease *Lease         `json:"lease,omitempty"`
 	Err   *snapshotError `json:"err,omitempty"`
+	// HandoffRequested is the renewal's handoff request (version 8).
+	HandoffRequested string `json:"handoff_requested,omitempty"`
 }
 
 // snapshotError is an error of a remembered result.
@@ -333,7 +335,7 @@ func resultToSnapshot(seq uint64, r Result) snapshotResult {
 		out.Lease = &l
 	}
 	for _, rr := range r.Renewed {
-		sr := snapshotRenew{Ref: rr.Ref, Err: errorToSnapshot(rr.Err)}
+		sr := snapshotRenew{Ref: rr.Ref, Err: errorToSnapshot(rr.Err), HandoffRequested: rr.HandoffRequested}
 		if rr.Lease != (Lease{}) {
 			l := rr.Lease
 			sr.Lease = &l
@@ -353,7 +355,7 @@ func (r snapshotResult) result() (Result, error) {
 		out.Lease = *r.Lease
 	}
 	for _, sr := range r.Renewed {
-		rr := RenewResult{Ref: sr.Ref}
+		rr := RenewResult{Ref: sr.Ref, HandoffRequested: sr.HandoffRequested}
 		if rr.Err, err = sr.Err.error(); err != nil {
 			return Result{}, err
 		}

@@ -109,7 +109,7 @@ func (a *applier) acquireShared(op Op, ls []*Lease, d delay, delayed bool) Resul
 		return a.delayedAcquire(op, d, 0)
 	}
 	if free {
-		l := a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay, op.Shared)
+		l := a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay, op.Shared, op.Priority)
 		a.removeWaiter(op.Name, op.Holder)
 		return Result{Lease: *l}
 	}

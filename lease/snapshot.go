@@ -48,6 +48,11 @@ import (
 // waiters, terms and the grants of remembered results. It is written only
 // when one of them is shared, so a node that predates shared grants
 // refuses the snapshot instead of taking the readers for writers.
+//
+// Version 8 adds priorities and handoffs (see handoff.go): the
+// "Priority" of grants and waiters (also of the grants in session
+// results) and the "handoff_requested" of remembered renewals. It is
+// written only when any of them is there (shared grants or not).
 const (
 	snapshotV1 = 1
 	snapshotV2 = 2
@@ -56,6 +61,7 @@ const (
 	snapshotV5 = 5
 	snapshotV6 = 6
 	snapshotV7 = 7
+	snapshotV8 = 8
 )
 
 type snapshot struct {
@@ -208,6 +214,9 @@ func (c *Capture) Write(w io.Writer) error {
 	if c.hasShared() {
 		version = snapshotV7 // shared.go
 	}
+	if c.usesPriority() {
+		version = snapshotV8 // handoff.go
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	ew := &errWriter{w: bw}
 	head, err := json.Marshal(snapshot{Version: version, Now: c.now, LastToken: c.lastToken, Revision: c.revision})
@@ -300,11 +309,16 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := json.NewDecoder(r).Decode(&snap); err != nil {
 		return nil, fmt.Errorf("lease: read snapshot: %w", err)
 	}
-	if snap.Version < snapshotV1 || snap.Version > snapshotV7 {
-		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV7)
+	if snap.Version < snapshotV1 || snap.Version > snapshotV8 {
+		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV8)
 	}
 	if err := checkSharedSnapshot(&snap); err != nil {
 		return nil, err
+	}
+	if snap.Version < snapshotV8 {
+		if err := snap.checkNoPriority(); err != nil {
+			return nil, err
+		}
 	}
 	if snap.Version < snapshotV6 && (snap.HistoryRetention != nil || len(snap.History) > 0) {
 		return nil, fmt.Errorf("lease: version %d snapshot has a lease history", snap.Version)

@@ -45,7 +45,8 @@ type Event struct {
 	Lease Lease
 	// At is the cluster time of the batch that produced the event.
 	At time.Duration
-	// Reason is the operator's reason of an EventRevoked.
+	// Reason is the operator's reason of an EventRevoked, or HandedOff
+	// for the EventReleased of a grant handed off (see handoff.go).
 	Reason string
 }
 
@@ -54,6 +55,10 @@ type RenewResult struct {
 	Ref   Ref
 	Lease Lease
 	Err   error
+	// HandoffRequested is the waiter that asks the renewed grant's
+	// holder to hand over: the first of the waiters with the highest
+	// priority, when that is higher than the grant's (see handoff.go).
+	HandoffRequested string
 }
 
 // Result is the outcome of one Op.
@@ -110,6 +115,9 @@ type waiter struct {
 	LockDelay time.Duration `json:",omitempty"`
 	// Shared is true for a waiter of a shared grant (see shared.go).
 	Shared bool `json:",omitempty"`
+	// Priority is the priority the waiter stated, given to its grant
+	// (see handoff.go).
+	Priority int `json:",omitempty"`
 }
 
 type fence struct {
@@ -369,6 +377,9 @@ func (a *applier) applyOp(op Op) Result {
 	case OpRenew:
 		return a.renew(op)
 	case OpRelease:
+		if op.Handoff {
+			return a.handoff(op)
+		}
 		return a.release(op)
 	case OpExpire:
 		a.expireAll()
@@ -500,7 +511,7 @@ func (a *applier) grantWaiters(name string) {
 			// queued), but a log must apply the same way forever.
 			continue
 		}
-		a.granted(w, a.grant(name, w.Holder, w.TTL, w.Limit, w.Principal, w.LockDelay, w.Shared))
+		a.granted(w, a.grant(name, w.Holder, w.TTL, w.Limit, w.Principal, w.LockDelay, w.Shared, w.Priority))
 	}
 	if len(q) == 0 {
 		delete(a.s.queues, name)
@@ -509,7 +520,7 @@ func (a *applier) grantWaiters(name string) {
 	}
 }
 
-func (a *applier) grant(name, holder string, ttl time.Duration, limit int, principal string, lockDelay time.Duration, shared bool) *Lease {
+func (a *applier) grant(name, holder string, ttl time.Duration, limit int, principal string, lockDelay time.Duration, shared bool, priority int) *Lease {
 	a.s.lastToken++
 	if limit <= 1 {
 		limit = 0 // a plain lease
@@ -527,6 +538,7 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int, princ
 		Principal: unique.Make(principal).Value(),
 		LockDelay: lockDelay,
 		Shared:    shared,
+		Priority:  priority,
 	}
 	a.s.leases.set(name, append(a.s.leases.get(name), l))
 	a.s.pushExpiry(l)
@@ -609,7 +621,7 @@ func (a *applier) acquire(op Op) Result {
 		if delayed {
 			return a.delayedAcquire(op, d, 0)
 		}
-		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay, false)}
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay, false, op.Priority)}
 	}
 	if limit := effectiveLimit(ls[0].Limit); effectiveLimit(op.Limit) != limit {
 		// The limit of a name is fixed by its first grant while any
@@ -628,6 +640,7 @@ func (a *applier) acquire(op Op) Result {
 				l.TTL = op.TTL
 				l.ExpiresAt = a.now + op.TTL
 				l.LockDelay = op.LockDelay
+				l.Priority = op.Priority
 			})
 			a.s.renewed(old, l)
 			a.removeWaiter(op.Name, op.Holder)
@@ -640,7 +653,7 @@ func (a *applier) acquire(op Op) Result {
 		}
 		// A free slot. Waiters are granted as soon as a slot frees, so
 		// none is waiting for this one.
-		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay, false)}
+		return Result{Lease: *a.grant(op.Name, op.Holder, op.TTL, op.Limit, op.Principal, op.LockDelay, false, op.Priority)}
 	}
 	// Report the grant that expires first: the soonest a slot frees
 	// without a release.
@@ -668,13 +681,14 @@ func (a *applier) enqueue(op Op) {
 		limit = 0
 	}
 	w := waiter{Holder: op.Holder, TTL: op.TTL, Deadline: a.now + op.WaitTimeout, Limit: limit, Principal: op.Principal,
-		LockDelay: op.LockDelay, Shared: op.Shared}
+		LockDelay: op.LockDelay, Shared: op.Shared, Priority: op.Priority}
 	q := a.s.queues[op.Name]
 	for i := range q {
 		if q[i].Holder == op.Holder {
 			// A retried wait keeps its place in the queue.
 			// (Its limit too: with no live grant it may have changed.)
 			q[i].TTL, q[i].Deadline, q[i].Limit, q[i].LockDelay = w.TTL, w.Deadline, w.Limit, w.LockDelay
+			q[i].Priority = w.Priority
 			q[i].Session, q[i].Seq = "", 0
 			q[i].Shared = w.Shared
 			return
@@ -757,6 +771,7 @@ func (a *applier) renew(op Op) Result {
 		})
 		a.s.renewed(old, l)
 		res[i].Lease = *l
+		res[i].HandoffRequested = a.handoffRequest(l)
 	}
 	return Result{Renewed: res}
 }

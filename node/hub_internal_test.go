@@ -15,12 +15,12 @@ import (
 func TestLastTryKeepsTheCall(t *testing.T) {
 	op := lease.Op{Type: lease.OpAcquire, Name: "n", Holder: "h", TTL: 5 * time.Second, Wait: true,
 		WaitTimeout: time.Second, Limit: 3, Principal: "p", Session: "s", Seq: 7, Floor: 2,
-		LockDelay: 15 * time.Second}
+		LockDelay: 15 * time.Second, Priority: 4}
 	// Every field must be set here, so that a new one is not forgotten.
 	v := reflect.ValueOf(op)
 	for i := range v.NumField() {
 		switch f := v.Type().Field(i); f.Name {
-		case "Token", "Refs", "Prefix", "Key", "Value", "Reason":
+		case "Token", "Refs", "Prefix", "Key", "Value", "Reason", "Handoff", "HandoffTo":
 			// Not an acquire's.
 		default:
 			if v.Field(i).IsZero() {

@@ -223,7 +223,7 @@ func (s *Server) batchResult(op lease.Op, r lease.Result) *tenurev1.BatchResult 
 	case lease.OpRenew:
 		return &tenurev1.BatchResult{Result: &tenurev1.BatchResult_Renew{Renew: s.renewResponse(r)}}
 	case lease.OpRelease:
-		return &tenurev1.BatchResult{Result: &tenurev1.BatchResult_Release{Release: &tenurev1.ReleaseResponse{}}}
+		return &tenurev1.BatchResult{Result: &tenurev1.BatchResult_Release{Release: releaseResponse(r)}}
 	case lease.OpPut:
 		return &tenurev1.BatchResult{Result: &tenurev1.BatchResult_Put{Put: &tenurev1.KVPutResponse{Revision: r.Revision}}}
 	case lease.OpDelete:

@@ -108,6 +108,7 @@ func acquireOp(ctx context.Context, m *tenurev1.AcquireRequest) (lease.Op, error
 		Principal:   principalFrom(ctx),
 		LockDelay:   m.GetLockDelay().AsDuration(),
 		Shared:      m.GetShared(),
+		Priority:    int(min(m.GetPriority(), math.MaxInt32)),
 	}
 	return withRequestID(op, m.GetRequestId()), nil
 }
@@ -166,6 +167,7 @@ func (s *Server) renewResponse(res lease.Result) *tenurev1.RenewResponse {
 				leases, durations = make([]tenurev1.Lease, n), make([]durationpb.Duration, 2*n)
 			}
 			pr.Lease = wire.FillLease(&leases[i], durations[2*i:2*i+2], r.Lease, res.Now)
+			pr.HandoffRequested = r.HandoffRequested
 			renewed++
 		}
 		out.Results[i] = pr
@@ -181,16 +183,30 @@ func (l *leaseService) Release(ctx context.Context, req *connect.Request[tenurev
 			return c.lease.Release
 		},
 		func(ctx context.Context) (*tenurev1.ReleaseResponse, error) {
-			if _, err := l.s.do(ctx, op); err != nil {
+			res, err := l.s.do(ctx, op)
+			if err != nil {
 				return nil, err
 			}
-			return &tenurev1.ReleaseResponse{}, nil
+			if op.Handoff {
+				l.s.log.Info("handed off", "name", op.Name, "token", op.Token, "to", res.Lease.Holder,
+					"new_token", res.Lease.Token, "principal", op.Principal)
+			}
+			return releaseResponse(res), nil
 		})
 }
 
 func releaseOp(ctx context.Context, m *tenurev1.ReleaseRequest) lease.Op {
-	op := lease.Op{Type: lease.OpRelease, Name: m.GetName(), Token: m.GetToken(), Principal: principalFrom(ctx)}
+	op := lease.Op{Type: lease.OpRelease, Name: m.GetName(), Token: m.GetToken(), Principal: principalFrom(ctx),
+		Handoff: m.GetHandoff(), HandoffTo: m.GetHandoffTo()}
 	return withRequestID(op, m.GetRequestId())
+}
+
+// releaseResponse answers a release: for a handoff, with the new grant.
+func releaseResponse(res lease.Result) *tenurev1.ReleaseResponse {
+	if res.Lease.Token == 0 {
+		return &tenurev1.ReleaseResponse{}
+	}
+	return &tenurev1.ReleaseResponse{HandedTo: wire.LeaseToProto(res.Lease, res.Now)}
 }
 
 func (l *leaseService) Revoke(ctx context.Context, req *connect.Request[tenurev1.RevokeRequest]) (*connect.Response[tenurev1.RevokeResponse], error) {

@@ -5,9 +5,10 @@
 // client processes that acquire (try and wait), renew, release, and write
 // and read fenced keys on --names contended lease names with short TTLs,
 // --election-workers processes that lead names through package election
-// and write under each term, and one watcher per node (the lease workers
-// also, now and then, hold the name rw-0 shared or exclusive, try a
-// fenced write under it and release it); and it injects a
+// (ending half their terms by handing off to the next in line) and write
+// under each term, and one watcher per node (the lease workers also, now
+// and then, hold the name rw-0 shared or exclusive, try a fenced write
+// under it and release it); and it injects a
 // fault schedule generated up front from --seed.
 //
 // Faults (--faults picks a subset; by default every kind but power-loss,

@@ -24,6 +24,7 @@ Commands:
   acquire NAME [--holder H] [--ttl 10s] [--limit N | --shared] [--lock-delay D] [--wait [--timeout 30s]]
   renew NAME --token T [--ttl D]
   release NAME --token T
+  handoff NAME --token T [--to CANDIDATE]   hand the grant to a waiting candidate
   revoke NAME [--token T] --reason TEXT   end a grant now, as an operator
   get NAME
   list [PREFIX]
@@ -40,7 +41,7 @@ Commands:
   kv delete KEY --lease NAME --token T
   run NAME [--holder H] [--ttl 10s] [--limit N | --shared] [--lock-delay D] [--kill-after D] [--verbose] -- CMD [ARGS...]
                                run CMD holding the lease
-  elect NAME [PROPOSAL] [--ttl 10s] [--lock-delay D]   campaign; print the token when leading
+  elect NAME [PROPOSAL] [--ttl 10s] [--lock-delay D] [--priority N]   campaign; print the token when leading
   elect --listen NAME          print each new leader
   completion bash|zsh|fish     shell completion script
   demo [--ttl 2s] [--pause D] [--scenario all] [--real] [--ui] [--postgres URL] [--verbose]
@@ -215,6 +216,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return a.renew(ctx, args)
 	case "release":
 		return a.release(ctx, args)
+	case "handoff":
+		return a.handoff(ctx, args)
 	case "revoke":
 		return a.revoke(ctx, args)
 	case "get":

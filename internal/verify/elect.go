@@ -15,8 +15,10 @@ import (
 // election.Run, one term after another, and records every term (from the
 // moment its grant was confirmed to the moment its context's end was
 // observed) and every write it made under a term. A term ends when the
-// worker gives up the leadership (after 1-4s), when the lease is lost, or
-// when the run ends. After its context ended, each term tries one more
+// worker gives up the leadership after 1-4s (half the time by handing it
+// off to the next in line, Lease.Handoff: the next term begins at once,
+// so live-terms-disjoint and the token checks cover handoffs), when the
+// lease is lost, or when the run ends. After its context ended, each term tries one more
 // write (a holder that has not noticed yet); election must refuse it
 // without sending a request. The sessions allow for a server clock up to
 // Drift faster than this machine's (the clock fault's fastest rate).
@@ -33,7 +35,10 @@ func (w *worker) runElection(ctx context.Context) {
 			// next can begin, as after an expiry (live-terms-disjoint).
 			Session: election.Config{Holder: fmt.Sprintf("e%d-%d", w.cfg.ID, run), TTL: w.cfg.TTL, Drift: w.cfg.Drift, LockDelay: w.cfg.TTL},
 		}
-		err := election.Run(ctx, cfg, func(lctx context.Context, l *election.Lease) error {
+		// A handoff ends this Run: the worker campaigns again as a new
+		// holder, perhaps for another name.
+		runCtx, endRun := context.WithCancel(ctx)
+		err := election.Run(runCtx, cfg, func(lctx context.Context, l *election.Lease) error {
 			term++
 			start := now()
 			var end atomic.Int64
@@ -49,9 +54,20 @@ func (w *worker) runElection(ctx context.Context) {
 				}
 				w.termPut(l, term, false)
 			}
+			handedOff := false
+			if lctx.Err() == nil && ctx.Err() == nil && w.rnd.IntN(2) == 0 {
+				// Hand the leadership to the next in line (if nobody
+				// waits, the grant is released). The term's context ends
+				// before the handoff is sent.
+				hctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				_, _ = l.Handoff(hctx, "")
+				cancel()
+				handedOff = errors.Is(l.Err(), election.ErrHandedOff)
+				endRun()
+			}
 			if lctx.Err() != nil && ctx.Err() == nil {
-				// The lease was lost: one more write, as a holder that has
-				// not noticed would make.
+				// The lease was lost or handed off: one more write, as a
+				// holder that has not noticed would make.
 				<-ended
 				w.termPut(l, term, true)
 			}
@@ -60,9 +76,10 @@ func (w *worker) runElection(ctx context.Context) {
 				e = now() // gave up while leading: the term ends now
 			}
 			w.emit(Record{Op: OpTerm, Name: name, Holder: l.Holder(), Term: term, OutToken: l.Token(), Call: start, Return: e, Outcome: Ok,
-				Revoked: errors.Is(l.Err(), client.ErrRevoked)})
+				Revoked: errors.Is(l.Err(), client.ErrRevoked), HandedOff: handedOff})
 			return nil
 		})
+		endRun()
 		if err != nil && ctx.Err() == nil {
 			w.pause(ctx, 100*time.Millisecond, 300*time.Millisecond)
 		}

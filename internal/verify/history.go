@@ -22,7 +22,7 @@ const (
 
 	// Records of election workers (package election), checked by
 	// CheckTerms, not by porcupine.
-	OpTerm    = "term"     // Name, Holder, OutToken; Call: grant confirmed, Return: context end observed; Revoked if an operator ended it
+	OpTerm    = "term"     // Name, Holder, OutToken; Call: grant confirmed, Return: context end observed; Revoked if an operator ended it, HandedOff if handed off
 	OpTermPut = "term-put" // a write under a term: Name, Holder, Term, Key, Value, Token; Late if sent after the end
 	// OpTermRevoke is a lease worker's revocation of an election name
 	// (as OpRevoke); the term it ends must end before the next begins.
@@ -95,6 +95,10 @@ type Record struct {
 	Late bool `json:"late,omitempty"`
 	// Revoked marks a term an operator's revocation ended.
 	Revoked bool `json:"revoked,omitempty"`
+	// HandedOff marks a term its holder handed off to the next in line
+	// (election.Lease.Handoff): the next term may begin at once, but
+	// never before this one's context ended.
+	HandedOff bool `json:"handed_off,omitempty"`
 	// Synthetic marks an op the checker added (see RetriedAcquires).
 	Synthetic bool `json:"synthetic,omitempty"`
 	// Shared marks a shared (read) acquire of the read-write workload,

@@ -165,8 +165,8 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	t := r.Terms
-	fmt.Fprintf(w, "election terms (%s, %s, %s): %d terms (%d ended by %d revocations), %d writes (%d ok), %d late writes, %d overlaps excused by a pause\n",
-		InvTermTokens, InvWriteInTerm, InvTermsDisjoint, t.Terms, t.Revoked, t.Revokes, t.Writes, t.WritesOK, t.LateWrites, t.Excused)
+	fmt.Fprintf(w, "election terms (%s, %s, %s): %d terms (%d ended by %d revocations, %d handed off), %d writes (%d ok), %d late writes, %d overlaps excused by a pause\n",
+		InvTermTokens, InvWriteInTerm, InvTermsDisjoint, t.Terms, t.Revoked, t.Revokes, t.HandedOff, t.Writes, t.WritesOK, t.LateWrites, t.Excused)
 	ws := r.Watches
 	fmt.Fprintf(w, "watches (%s): %d watchers, %d streams (%d resets), %d events at %d indexes\n",
 		InvWatch, ws.Watchers, ws.Streams, ws.Resets, ws.Events, ws.Indexes)

@@ -31,6 +31,9 @@ type TermStats struct {
 	// names that ended a grant.
 	Revoked int `json:"revoked"`
 	Revokes int `json:"revokes"`
+	// HandedOff counts the terms handed off to the next in line (the
+	// next term begins at once, after this one's context ended).
+	HandedOff int `json:"handed_off"`
 }
 
 type termKey struct {
@@ -65,6 +68,9 @@ func CheckTerms(h History, pauses map[int][]Interval) ([]Violation, TermStats) {
 			st.Terms++
 			if r.Revoked {
 				st.Revoked++
+			}
+			if r.HandedOff {
+				st.HandedOff++
 			}
 		case OpTermRevoke:
 			if r.Outcome == Ok {

@@ -13,6 +13,11 @@ func termPut(worker, n int, holder string, token uint64, call int64, outcome str
 		Call: call * ms, Return: call*ms + 5*ms, Outcome: outcome, Late: late}
 }
 
+func handedOff(r Record) Record {
+	r.HandedOff = true
+	return r
+}
+
 // TestCheckTerms feeds legal and illegal histories of election workers:
 // each illegal one is a negative control of one check.
 func TestCheckTerms(t *testing.T) {
@@ -43,6 +48,19 @@ func TestCheckTerms(t *testing.T) {
 			term(0, 1, "a", 1, 0, 1000),
 			termPut(0, 1, "a", 1, 1100, Ok, false),
 		}, nil, InvWriteInTerm},
+		{"handoff: the next term begins as the handed-off one ends", History{
+			handedOff(term(0, 1, "a", 1, 0, 1000)),
+			termPut(0, 1, "a", 1, 1001, Refused, true),
+			term(1, 1, "b", 2, 1002, 4000),
+		}, nil, ""},
+		{"handoff: the next term begins before the handed-off one's context ended", History{
+			handedOff(term(0, 1, "a", 1, 0, 1003)),
+			term(1, 1, "b", 2, 1002, 4000),
+		}, nil, InvTermsDisjoint},
+		{"handoff: the next term reuses the token", History{
+			handedOff(term(0, 1, "a", 2, 0, 1000)),
+			term(1, 1, "b", 2, 1002, 4000),
+		}, nil, InvTermTokens},
 		{"overlapping terms", History{
 			term(0, 1, "a", 1, 0, 2500),
 			term(1, 1, "b", 2, 2000, 4000),

@@ -29,6 +29,7 @@ func FillLease(p *tenurev1.Lease, durs []durationpb.Duration, l lease.Lease, now
 		p.LockDelay = durationpb.New(l.LockDelay)
 	}
 	p.Shared = l.Shared
+	p.Priority = uint32(max(l.Priority, 0))
 	return p
 }
 
@@ -52,6 +53,7 @@ func LeaseFromProto(p *tenurev1.Lease) lease.Lease {
 
 		LockDelay: p.GetLockDelay().AsDuration(),
 		Shared:    p.GetShared(),
+		Priority:  int(min(p.GetPriority(), math.MaxInt32)),
 	}
 }
 

@@ -113,6 +113,8 @@ export interface Lease {
   lockDelayMs: number;
   /** True for a shared (read) grant (AcquireOptions.shared). */
   shared: boolean;
+  /** The grant's priority (AcquireOptions.priority), 0 for none. */
+  priority: number;
 }
 
 /** TermEnding is how a term of a lease ended: "held" while it lasts. */
@@ -169,6 +171,10 @@ export interface RenewResult {
    * again since ref.token was issued; a RevokedError (a StaleTokenError
    * with the operator's reason) when an operator revoked it. */
   err?: Error;
+  /** The waiter that asks the holder to hand over (its priority is
+   * higher than the grant's; AcquireOptions.priority), or "" when none
+   * asks. */
+  handoffRequested: string;
 }
 
 /** AcquireOptions change how acquire behaves. */
@@ -198,6 +204,12 @@ export interface AcquireOptions extends CallOptions {
    * (InvalidArgumentError); a holder cannot switch modes (release first).
    * See docs/locks.md. */
   shared?: boolean;
+  /** The caller's priority, 0 (default) to 1000000, kept in its place in
+   * the queue and in its grant. The queue stays first come, first
+   * served; a waiter with a higher priority than the holder's asks the
+   * holder to hand over: the holder's renewals report it
+   * (RenewResult.handoffRequested), and it may then call handoff. */
+  priority?: number;
 }
 
 /** KV is one value of the fenced key-value store. */
@@ -397,6 +409,7 @@ function leaseFromProto(p: PbLease | undefined, sentAt: number): Lease {
     sentAt,
     lockDelayMs: durationToMs(p?.lockDelay),
     shared: p?.shared ?? false,
+    priority: p?.priority ?? 0,
   };
 }
 
@@ -720,7 +733,8 @@ export class Client {
     const waitUntil = wait && opts?.waitTimeoutMs ? this.clock.now() + opts.waitTimeoutMs : 0;
     const lockDelay = opts?.lockDelayMs ? msToDuration(opts.lockDelayMs) : undefined;
     const shared = opts?.shared ?? false;
-    let req = { name, holder, ttl: msToDuration(ttlMs), wait, waitTimeout: undefined as ReturnType<typeof msToDuration> | undefined, lockDelay, shared };
+    const priority = opts?.priority ?? 0;
+    let req = { name, holder, ttl: msToDuration(ttlMs), wait, waitTimeout: undefined as ReturnType<typeof msToDuration> | undefined, lockDelay, shared, priority };
     const timeout = () => {
       req = { ...req, wait, waitTimeout: undefined };
       if (!wait) return this.cfg.requestTimeoutMs;
@@ -764,8 +778,11 @@ export class Client {
     }
     return res.results.map((r) => {
       const err = reasonError(r.reason, r.message, { name: r.name, token: r.token, reason: r.revokeReason });
-      const out: RenewResult = { ref: { name: r.name, token: r.token } };
-      if (err === undefined) out.lease = leaseFromProto(r.lease, sentAt);
+      const out: RenewResult = { ref: { name: r.name, token: r.token }, handoffRequested: "" };
+      if (err === undefined) {
+        out.lease = leaseFromProto(r.lease, sentAt);
+        out.handoffRequested = r.handoffRequested;
+      }
       else out.err = err;
       return out;
     });
@@ -787,6 +804,24 @@ export class Client {
     await this.mutating(RetryPolicy.Always, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
       ep.lease.release({ name, token, requestId }, { signal }),
     );
+  }
+
+  /**
+   * handoff ends the grant of name with token and, at the same cluster
+   * time, grants name to the waiter `to`, or to the first waiter still
+   * waiting if `to` is "" or unset: the new grant has a new, larger token
+   * and starts the moment the old one ends (no gap, no overlap, no
+   * lock-delay). It returns the new grant; the waiter's own acquire
+   * returns it too. Stop acting under the old token first. No such waiter
+   * throws a NotFoundError and changes nothing; a stale token a
+   * StaleTokenError; a semaphore slot an InvalidArgumentError. Retried
+   * like release.
+   */
+  async handoff(name: string, token: bigint, to?: string, opts?: CallOptions): Promise<Lease> {
+    const { res, sentAt } = await this.mutating(RetryPolicy.Always, opts, () => this.cfg.requestTimeoutMs, (ep, signal, requestId) =>
+      ep.lease.release({ name, token, requestId, handoff: true, handoffTo: to ?? "" }, { signal }),
+    );
+    return leaseFromProto(res.handedTo, sentAt);
   }
 
   /**

@@ -62,6 +62,7 @@ export {
   type ElectionClient,
   LostError,
   ReleasedError,
+  HandedOffError,
   SessionClosedError,
   DuplicateError,
   deadlineOf,

@@ -16,6 +16,8 @@ export interface ElectionClient {
   watch(prefix: string, opts?: CallOptions): Promise<Watch>;
   put(key: string, value: Uint8Array | string, lease: string, token: bigint, opts?: CallOptions): Promise<bigint>;
   delete(key: string, lease: string, token: bigint, opts?: CallOptions): Promise<bigint>;
+  /** Hands a grant to a waiter (Lease.handoff needs it). */
+  handoff?(name: string, token: bigint, to?: string, opts?: CallOptions): Promise<Grant>;
   /** Reads the fenced store (Lease.update needs it). */
   kvGet?(key: string, opts?: CallOptions): Promise<KV>;
   /** The clock the client measures send times with; the session uses it
@@ -55,6 +57,16 @@ export interface SessionConfig {
    * for this long. At most 60000 by default. lockDelayMs >= ttlMs also
    * keeps a revoked term from overlapping the next one. Default 0. */
   lockDelayMs?: number;
+  /** The priority stated with every acquire of the session
+   * (AcquireOptions.priority), 0 to 1000000. The queue stays first come,
+   * first served; a waiting session whose priority is higher than the
+   * holder's asks the holder to hand over, and a holder's session does
+   * so (Lease.handoff) at the renewal that reports it, unless
+   * keepOnHandoffRequest is set. Default 0. */
+  priority?: number;
+  /** Keep the session's leases when a waiter of a higher priority asks
+   * for one. Default false: hand over. */
+  keepOnHandoffRequest?: boolean;
 }
 
 /** ResolvedSessionConfig is a SessionConfig with every default filled in. */
@@ -73,6 +85,8 @@ export function withDefaults(cfg: SessionConfig = {}, clock?: Clock): ResolvedSe
     marginMs: cfg.marginMs || Math.max(ttlMs / 10, 100),
     clock: cfg.clock ?? clock ?? systemClock,
     lockDelayMs: cfg.lockDelayMs ?? 0,
+    priority: cfg.priority ?? 0,
+    keepOnHandoffRequest: cfg.keepOnHandoffRequest ?? false,
   };
 }
 
@@ -84,6 +98,7 @@ export function validate(c: ResolvedSessionConfig): void {
   }
   if (c.drift < 0 || c.drift >= 0.5) throw new TenureError(`election: drift must be in [0, 0.5), got ${c.drift}`);
   if (!(c.lockDelayMs >= 0)) throw new TenureError(`election: lockDelayMs must not be negative, got ${c.lockDelayMs}`);
+  if (!(c.priority >= 0 && c.priority <= 1_000_000)) throw new TenureError(`election: priority must be in [0, 1000000], got ${c.priority}`);
   const safe = safeFor(c, c.ttlMs);
   if (c.renewIntervalMs >= safe) {
     throw new TenureError(
@@ -151,6 +166,15 @@ export class LostError extends TenureError {
 export class ReleasedError extends TenureError {
   constructor(readonly lease: string) {
     super(`election: lease "${lease}" released`);
+  }
+}
+
+/** HandedOffError is the abort reason of a lease's signal after
+ * handoff: a clean end, so it is a ReleasedError too. */
+export class HandedOffError extends ReleasedError {
+  constructor(lease: string) {
+    super(lease);
+    this.message = `election: lease "${lease}" handed off`;
   }
 }
 
@@ -360,6 +384,32 @@ export class Lease {
     }
   }
 
+  /**
+   * handoff ends this term and hands the lease to the waiting candidate
+   * `to`, or to the first in line: the signal fires first (reason
+   * HandedOffError, a ReleasedError) and renewals stop, then the handoff
+   * is sent; the server ends the grant and grants the candidate, with a
+   * larger token, at the same cluster time (no gap, no overlap), and
+   * only then does the candidate's campaign resolve. It returns the new
+   * grant. If the server refuses (no such candidate: NotFoundError) the
+   * term has ended all the same: the grant is released and the error
+   * thrown. A lease that already ended throws why it ended.
+   */
+  async handoff(to?: string, opts?: CallOptions): Promise<Grant> {
+    if (this.s.client.handoff === undefined) throw new TenureError("election: the session's client cannot hand off");
+    if (ended(this._state)) throw this._err ?? new ReleasedError(this.name);
+    this.end("released", new HandedOffError(this.name));
+    this.s.forget(this);
+    try {
+      return await this.s.client.handoff(this.name, this.token, to ?? "", opts);
+    } catch (err) {
+      if (!(err instanceof StaleTokenError)) {
+        await this.s.client.release(this.name, this.token, opts).catch(() => undefined);
+      }
+      throw err;
+    }
+  }
+
   /** resign is release, named for elections. */
   resign(opts?: CallOptions): Promise<void> {
     return this.release(opts);
@@ -524,11 +574,12 @@ export class Session {
         let err: unknown;
         try {
           const lockDelayMs = this.config.lockDelayMs || undefined;
+          const priority = this.config.priority || undefined;
           g = await this.client.acquire(
             name,
             this.holder,
             this.config.ttlMs,
-            wait ? { wait: true, waitTimeoutMs: acquireWaitMs, signal, lockDelayMs } : { signal, lockDelayMs },
+            wait ? { wait: true, waitTimeoutMs: acquireWaitMs, signal, lockDelayMs, priority } : { signal, lockDelayMs, priority },
           );
         } catch (e) {
           err = e;
@@ -734,8 +785,14 @@ export class Session {
     ls.forEach((l, i) => {
       const r = res?.[i];
       if (err !== undefined) l.atRisk(err);
-      else if (r!.err === undefined) l.renewed(r!.lease!);
-      else if (gone(r!.err)) l.lose(r!.err);
+      else if (r!.err === undefined) {
+        l.renewed(r!.lease!);
+        const to = r!.handoffRequested;
+        if (to && !this.config.keepOnHandoffRequest) {
+          // A waiter of a higher priority asks for the lease: hand over.
+          void l.handoff(to).catch(() => undefined);
+        }
+      } else if (gone(r!.err)) l.lose(r!.err);
       else {
         l.atRisk(r!.err);
         failed = true;

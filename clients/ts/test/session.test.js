@@ -22,7 +22,8 @@ test("defaults derive from the TTL", () => {
   const s = new Session(fake, { ttlMs: TTL, holder: "a" });
   assert.deepEqual(
     { ...s.config, clock: undefined },
-    { holder: "a", ttlMs: 3000, renewIntervalMs: 1000, renewTimeoutMs: 500, drift: 0.01, marginMs: 300, lockDelayMs: 0, clock: undefined },
+    { holder: "a", ttlMs: 3000, renewIntervalMs: 1000, renewTimeoutMs: 500, drift: 0.01, marginMs: 300, lockDelayMs: 0, priority: 0,
+      keepOnHandoffRequest: false, clock: undefined },
   );
   assert.equal(lifetime({ ttlMs: 10_000 }), 8900);
   assert.equal(new Session(fake, { ttlMs: 600 }).config.marginMs, 100);
@@ -30,6 +31,7 @@ test("defaults derive from the TTL", () => {
   assert.throws(() => new Session(fake, { drift: 0.6 }), /drift/);
   assert.throws(() => new Session(fake, { lockDelayMs: -1 }), /lockDelayMs/);
   assert.equal(new Session(fake, { lockDelayMs: 5000 }).config.lockDelayMs, 5000);
+  assert.throws(() => new Session(fake, { priority: -1 }), /priority/);
 });
 
 test("the deadline is the send time + TTL*(1-drift) - margin, and renewals go every TTL/3 from the send time", async () => {

@@ -172,7 +172,9 @@ type Lease struct {
 	// The grant's lock-delay, if it has one (see AcquireRequest.lock_delay).
 	LockDelay *durationpb.Duration `protobuf:"bytes,7,opt,name=lock_delay,json=lockDelay,proto3" json:"lock_delay,omitempty"`
 	// A shared (read) grant (see AcquireRequest.shared).
-	Shared        bool `protobuf:"varint,8,opt,name=shared,proto3" json:"shared,omitempty"`
+	Shared bool `protobuf:"varint,8,opt,name=shared,proto3" json:"shared,omitempty"`
+	// The grant's priority (see AcquireRequest.priority), 0 for none.
+	Priority      uint32 `protobuf:"varint,16,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -261,6 +263,13 @@ func (x *Lease) GetShared() bool {
 		return x.Shared
 	}
 	return false
+}
+
+func (x *Lease) GetPriority() uint32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
 }
 
 // ErrorDetail is attached to failed_precondition and not_found errors, and
@@ -485,7 +494,13 @@ type AcquireRequest struct {
 	// Waiters are served in order: a shared acquire waits behind a queued
 	// exclusive one. A shared grant may not write the built-in store. With
 	// a limit above 1, or on a name held as a semaphore, invalid_argument.
-	Shared        bool `protobuf:"varint,9,opt,name=shared,proto3" json:"shared,omitempty"`
+	Shared bool `protobuf:"varint,9,opt,name=shared,proto3" json:"shared,omitempty"`
+	// The caller's priority, 0 to 1000000 (more is invalid_argument), kept
+	// in its place in the queue and in its grant. The queue stays first
+	// come, first served; a waiter whose priority is higher than the
+	// holder's only asks the holder to hand over: the holder's renewals
+	// report it (RenewResult.handoff_requested).
+	Priority      uint32 `protobuf:"varint,16,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -581,6 +596,13 @@ func (x *AcquireRequest) GetShared() bool {
 		return x.Shared
 	}
 	return false
+}
+
+func (x *AcquireRequest) GetPriority() uint32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
 }
 
 type AcquireResponse struct {
@@ -758,9 +780,13 @@ type RenewResult struct {
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	// With STALE_TOKEN: the grant was revoked by an operator, for this
 	// reason.
-	RevokeReason  string `protobuf:"bytes,6,opt,name=revoke_reason,json=revokeReason,proto3" json:"revoke_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RevokeReason string `protobuf:"bytes,6,opt,name=revoke_reason,json=revokeReason,proto3" json:"revoke_reason,omitempty"`
+	// On success: a waiter with a higher priority than the grant's asks
+	// its holder to hand over (ReleaseRequest.handoff); this is the first
+	// of the waiters with the highest priority. Empty when none asks.
+	HandoffRequested string `protobuf:"bytes,16,opt,name=handoff_requested,json=handoffRequested,proto3" json:"handoff_requested,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RenewResult) Reset() {
@@ -835,6 +861,13 @@ func (x *RenewResult) GetRevokeReason() string {
 	return ""
 }
 
+func (x *RenewResult) GetHandoffRequested() string {
+	if x != nil {
+		return x.HandoffRequested
+	}
+	return ""
+}
+
 type RenewResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One result per requested lease, in request order.
@@ -887,7 +920,14 @@ type ReleaseRequest struct {
 	// Identifies this call of a client session, so a retry of it gets the
 	// first attempt's outcome and never a second effect. Unset for clients
 	// without sessions.
-	RequestId     *RequestID `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId *RequestID `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Handoff ends the grant and, at the same cluster time, grants the name
+	// to the waiter handoff_to (or, when it is empty, to the first waiter
+	// still waiting), with a new, larger token: no gap and no overlap, no
+	// lock-delay. Refused (not_found, nothing changes) when no such waiter
+	// is waiting; invalid_argument for a semaphore slot.
+	Handoff       bool   `protobuf:"varint,16,opt,name=handoff,proto3" json:"handoff,omitempty"`
+	HandoffTo     string `protobuf:"bytes,17,opt,name=handoff_to,json=handoffTo,proto3" json:"handoff_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -943,8 +983,24 @@ func (x *ReleaseRequest) GetRequestId() *RequestID {
 	return nil
 }
 
+func (x *ReleaseRequest) GetHandoff() bool {
+	if x != nil {
+		return x.Handoff
+	}
+	return false
+}
+
+func (x *ReleaseRequest) GetHandoffTo() string {
+	if x != nil {
+		return x.HandoffTo
+	}
+	return ""
+}
+
 type ReleaseResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// For a handoff: the new grant, of the waiter it went to.
+	HandedTo      *Lease `protobuf:"bytes,16,opt,name=handed_to,json=handedTo,proto3" json:"handed_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -977,6 +1033,13 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
 	return file_tenure_v1_tenure_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReleaseResponse) GetHandedTo() *Lease {
+	if x != nil {
+		return x.HandedTo
+	}
+	return nil
 }
 
 type RevokeRequest struct {
@@ -3456,7 +3519,7 @@ var File_tenure_v1_tenure_proto protoreflect.FileDescriptor
 
 const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\n" +
-	"\x16tenure/v1/tenure.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x02\n" +
+	"\x16tenure/v1/tenure.proto\x12\ttenure.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x02\n" +
 	"\x05Lease\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
@@ -3466,7 +3529,8 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\x05limit\x18\x06 \x01(\rR\x05limit\x128\n" +
 	"\n" +
 	"lock_delay\x18\a \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12\x16\n" +
-	"\x06shared\x18\b \x01(\bR\x06shared\"\xab\x02\n" +
+	"\x06shared\x18\b \x01(\bR\x06shared\x12\x1a\n" +
+	"\bpriority\x18\x10 \x01(\rR\bpriority\"\xab\x02\n" +
 	"\vErrorDetail\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
@@ -3481,7 +3545,7 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\tRequestID\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
-	"\x05floor\x18\x03 \x01(\x04R\x05floor\"\xd8\x02\n" +
+	"\x05floor\x18\x03 \x01(\x04R\x05floor\"\xf4\x02\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12+\n" +
@@ -3493,7 +3557,8 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"request_id\x18\a \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\x128\n" +
 	"\n" +
 	"lock_delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\x12\x16\n" +
-	"\x06shared\x18\t \x01(\bR\x06shared\"9\n" +
+	"\x06shared\x18\t \x01(\bR\x06shared\x12\x1a\n" +
+	"\bpriority\x18\x10 \x01(\rR\bpriority\"9\n" +
 	"\x0fAcquireResponse\x12&\n" +
 	"\x05lease\x18\x01 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\"a\n" +
 	"\bLeaseRef\x12\x12\n" +
@@ -3503,22 +3568,27 @@ const file_tenure_v1_tenure_proto_rawDesc = "" +
 	"\fRenewRequest\x12+\n" +
 	"\x06leases\x18\x01 \x03(\v2\x13.tenure.v1.LeaseRefR\x06leases\x123\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"\xb6\x01\n" +
+	"request_id\x18\x02 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"\xe3\x01\n" +
 	"\vRenewResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12&\n" +
 	"\x05lease\x18\x03 \x01(\v2\x10.tenure.v1.LeaseR\x05lease\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12#\n" +
-	"\rrevoke_reason\x18\x06 \x01(\tR\frevokeReason\"A\n" +
+	"\rrevoke_reason\x18\x06 \x01(\tR\frevokeReason\x12+\n" +
+	"\x11handoff_requested\x18\x10 \x01(\tR\x10handoffRequested\"A\n" +
 	"\rRenewResponse\x120\n" +
-	"\aresults\x18\x01 \x03(\v2\x16.tenure.v1.RenewResultR\aresults\"o\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.tenure.v1.RenewResultR\aresults\"\xa8\x01\n" +
 	"\x0eReleaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x123\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\"\x11\n" +
-	"\x0fReleaseResponse\"\x86\x01\n" +
+	"request_id\x18\x03 \x01(\v2\x14.tenure.v1.RequestIDR\trequestId\x12\x18\n" +
+	"\ahandoff\x18\x10 \x01(\bR\ahandoff\x12\x1d\n" +
+	"\n" +
+	"handoff_to\x18\x11 \x01(\tR\thandoffTo\"@\n" +
+	"\x0fReleaseResponse\x12-\n" +
+	"\thanded_to\x18\x10 \x01(\v2\x10.tenure.v1.LeaseR\bhandedTo\"\x86\x01\n" +
 	"\rRevokeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x16\n" +
@@ -3815,86 +3885,87 @@ var file_tenure_v1_tenure_proto_depIdxs = []int32{
 	2,  // 13: tenure.v1.RenewResult.lease:type_name -> tenure.v1.Lease
 	9,  // 14: tenure.v1.RenewResponse.results:type_name -> tenure.v1.RenewResult
 	4,  // 15: tenure.v1.ReleaseRequest.request_id:type_name -> tenure.v1.RequestID
-	4,  // 16: tenure.v1.RevokeRequest.request_id:type_name -> tenure.v1.RequestID
-	2,  // 17: tenure.v1.RevokeResponse.revoked:type_name -> tenure.v1.Lease
-	2,  // 18: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
-	2,  // 19: tenure.v1.GetResponse.slots:type_name -> tenure.v1.Lease
-	2,  // 20: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
-	0,  // 21: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
-	2,  // 22: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
-	20, // 23: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
-	51, // 24: tenure.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
-	51, // 25: tenure.v1.Term.start_time:type_name -> google.protobuf.Timestamp
-	51, // 26: tenure.v1.Term.end_time:type_name -> google.protobuf.Timestamp
-	1,  // 27: tenure.v1.Term.ending:type_name -> tenure.v1.Term.Ending
-	50, // 28: tenure.v1.Term.cluster_start:type_name -> google.protobuf.Duration
-	50, // 29: tenure.v1.Term.cluster_end:type_name -> google.protobuf.Duration
-	23, // 30: tenure.v1.HistoryResponse.terms:type_name -> tenure.v1.Term
-	50, // 31: tenure.v1.HistoryResponse.retention_age:type_name -> google.protobuf.Duration
-	50, // 32: tenure.v1.HistoryResponse.cluster_now:type_name -> google.protobuf.Duration
-	26, // 33: tenure.v1.BatchRequest.ops:type_name -> tenure.v1.BatchOp
-	5,  // 34: tenure.v1.BatchOp.acquire:type_name -> tenure.v1.AcquireRequest
-	8,  // 35: tenure.v1.BatchOp.renew:type_name -> tenure.v1.RenewRequest
-	11, // 36: tenure.v1.BatchOp.release:type_name -> tenure.v1.ReleaseRequest
-	30, // 37: tenure.v1.BatchOp.put:type_name -> tenure.v1.KVPutRequest
-	37, // 38: tenure.v1.BatchOp.delete:type_name -> tenure.v1.KVDeleteRequest
-	3,  // 39: tenure.v1.BatchError.detail:type_name -> tenure.v1.ErrorDetail
-	6,  // 40: tenure.v1.BatchResult.acquire:type_name -> tenure.v1.AcquireResponse
-	10, // 41: tenure.v1.BatchResult.renew:type_name -> tenure.v1.RenewResponse
-	12, // 42: tenure.v1.BatchResult.release:type_name -> tenure.v1.ReleaseResponse
-	31, // 43: tenure.v1.BatchResult.put:type_name -> tenure.v1.KVPutResponse
-	38, // 44: tenure.v1.BatchResult.delete:type_name -> tenure.v1.KVDeleteResponse
-	27, // 45: tenure.v1.BatchResult.error:type_name -> tenure.v1.BatchError
-	28, // 46: tenure.v1.BatchResponse.results:type_name -> tenure.v1.BatchResult
-	4,  // 47: tenure.v1.KVPutRequest.request_id:type_name -> tenure.v1.RequestID
-	34, // 48: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
-	4,  // 49: tenure.v1.KVDeleteRequest.request_id:type_name -> tenure.v1.RequestID
-	50, // 50: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
-	39, // 51: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
-	50, // 52: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
-	50, // 53: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
-	39, // 54: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
-	5,  // 55: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
-	8,  // 56: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
-	11, // 57: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
-	15, // 58: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
-	17, // 59: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
-	19, // 60: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
-	13, // 61: tenure.v1.LeaseService.Revoke:input_type -> tenure.v1.RevokeRequest
-	22, // 62: tenure.v1.LeaseService.History:input_type -> tenure.v1.HistoryRequest
-	25, // 63: tenure.v1.LeaseService.Batch:input_type -> tenure.v1.BatchRequest
-	30, // 64: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
-	32, // 65: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
-	37, // 66: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
-	35, // 67: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
-	40, // 68: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
-	42, // 69: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
-	44, // 70: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
-	46, // 71: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
-	48, // 72: tenure.v1.ClusterService.Snapshot:input_type -> tenure.v1.SnapshotRequest
-	6,  // 73: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
-	10, // 74: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
-	12, // 75: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
-	16, // 76: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
-	18, // 77: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
-	21, // 78: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
-	14, // 79: tenure.v1.LeaseService.Revoke:output_type -> tenure.v1.RevokeResponse
-	24, // 80: tenure.v1.LeaseService.History:output_type -> tenure.v1.HistoryResponse
-	29, // 81: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
-	31, // 82: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
-	33, // 83: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
-	38, // 84: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
-	36, // 85: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
-	41, // 86: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
-	43, // 87: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
-	45, // 88: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
-	47, // 89: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
-	49, // 90: tenure.v1.ClusterService.Snapshot:output_type -> tenure.v1.SnapshotResponse
-	73, // [73:91] is the sub-list for method output_type
-	55, // [55:73] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	2,  // 16: tenure.v1.ReleaseResponse.handed_to:type_name -> tenure.v1.Lease
+	4,  // 17: tenure.v1.RevokeRequest.request_id:type_name -> tenure.v1.RequestID
+	2,  // 18: tenure.v1.RevokeResponse.revoked:type_name -> tenure.v1.Lease
+	2,  // 19: tenure.v1.GetResponse.lease:type_name -> tenure.v1.Lease
+	2,  // 20: tenure.v1.GetResponse.slots:type_name -> tenure.v1.Lease
+	2,  // 21: tenure.v1.ListResponse.leases:type_name -> tenure.v1.Lease
+	0,  // 22: tenure.v1.WatchEvent.type:type_name -> tenure.v1.WatchEvent.Type
+	2,  // 23: tenure.v1.WatchEvent.lease:type_name -> tenure.v1.Lease
+	20, // 24: tenure.v1.WatchResponse.event:type_name -> tenure.v1.WatchEvent
+	51, // 25: tenure.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
+	51, // 26: tenure.v1.Term.start_time:type_name -> google.protobuf.Timestamp
+	51, // 27: tenure.v1.Term.end_time:type_name -> google.protobuf.Timestamp
+	1,  // 28: tenure.v1.Term.ending:type_name -> tenure.v1.Term.Ending
+	50, // 29: tenure.v1.Term.cluster_start:type_name -> google.protobuf.Duration
+	50, // 30: tenure.v1.Term.cluster_end:type_name -> google.protobuf.Duration
+	23, // 31: tenure.v1.HistoryResponse.terms:type_name -> tenure.v1.Term
+	50, // 32: tenure.v1.HistoryResponse.retention_age:type_name -> google.protobuf.Duration
+	50, // 33: tenure.v1.HistoryResponse.cluster_now:type_name -> google.protobuf.Duration
+	26, // 34: tenure.v1.BatchRequest.ops:type_name -> tenure.v1.BatchOp
+	5,  // 35: tenure.v1.BatchOp.acquire:type_name -> tenure.v1.AcquireRequest
+	8,  // 36: tenure.v1.BatchOp.renew:type_name -> tenure.v1.RenewRequest
+	11, // 37: tenure.v1.BatchOp.release:type_name -> tenure.v1.ReleaseRequest
+	30, // 38: tenure.v1.BatchOp.put:type_name -> tenure.v1.KVPutRequest
+	37, // 39: tenure.v1.BatchOp.delete:type_name -> tenure.v1.KVDeleteRequest
+	3,  // 40: tenure.v1.BatchError.detail:type_name -> tenure.v1.ErrorDetail
+	6,  // 41: tenure.v1.BatchResult.acquire:type_name -> tenure.v1.AcquireResponse
+	10, // 42: tenure.v1.BatchResult.renew:type_name -> tenure.v1.RenewResponse
+	12, // 43: tenure.v1.BatchResult.release:type_name -> tenure.v1.ReleaseResponse
+	31, // 44: tenure.v1.BatchResult.put:type_name -> tenure.v1.KVPutResponse
+	38, // 45: tenure.v1.BatchResult.delete:type_name -> tenure.v1.KVDeleteResponse
+	27, // 46: tenure.v1.BatchResult.error:type_name -> tenure.v1.BatchError
+	28, // 47: tenure.v1.BatchResponse.results:type_name -> tenure.v1.BatchResult
+	4,  // 48: tenure.v1.KVPutRequest.request_id:type_name -> tenure.v1.RequestID
+	34, // 49: tenure.v1.KVListResponse.entries:type_name -> tenure.v1.KVEntry
+	4,  // 50: tenure.v1.KVDeleteRequest.request_id:type_name -> tenure.v1.RequestID
+	50, // 51: tenure.v1.Member.last_contact:type_name -> google.protobuf.Duration
+	39, // 52: tenure.v1.StatusResponse.members:type_name -> tenure.v1.Member
+	50, // 53: tenure.v1.StatusResponse.cluster_time:type_name -> google.protobuf.Duration
+	50, // 54: tenure.v1.StatusResponse.min_ttl:type_name -> google.protobuf.Duration
+	39, // 55: tenure.v1.JoinResponse.members:type_name -> tenure.v1.Member
+	5,  // 56: tenure.v1.LeaseService.Acquire:input_type -> tenure.v1.AcquireRequest
+	8,  // 57: tenure.v1.LeaseService.Renew:input_type -> tenure.v1.RenewRequest
+	11, // 58: tenure.v1.LeaseService.Release:input_type -> tenure.v1.ReleaseRequest
+	15, // 59: tenure.v1.LeaseService.Get:input_type -> tenure.v1.GetRequest
+	17, // 60: tenure.v1.LeaseService.List:input_type -> tenure.v1.ListRequest
+	19, // 61: tenure.v1.LeaseService.Watch:input_type -> tenure.v1.WatchRequest
+	13, // 62: tenure.v1.LeaseService.Revoke:input_type -> tenure.v1.RevokeRequest
+	22, // 63: tenure.v1.LeaseService.History:input_type -> tenure.v1.HistoryRequest
+	25, // 64: tenure.v1.LeaseService.Batch:input_type -> tenure.v1.BatchRequest
+	30, // 65: tenure.v1.KVService.Put:input_type -> tenure.v1.KVPutRequest
+	32, // 66: tenure.v1.KVService.Get:input_type -> tenure.v1.KVGetRequest
+	37, // 67: tenure.v1.KVService.Delete:input_type -> tenure.v1.KVDeleteRequest
+	35, // 68: tenure.v1.KVService.List:input_type -> tenure.v1.KVListRequest
+	40, // 69: tenure.v1.ClusterService.Status:input_type -> tenure.v1.StatusRequest
+	42, // 70: tenure.v1.ClusterService.Join:input_type -> tenure.v1.JoinRequest
+	44, // 71: tenure.v1.ClusterService.Leave:input_type -> tenure.v1.LeaveRequest
+	46, // 72: tenure.v1.ClusterService.TransferLeadership:input_type -> tenure.v1.TransferLeadershipRequest
+	48, // 73: tenure.v1.ClusterService.Snapshot:input_type -> tenure.v1.SnapshotRequest
+	6,  // 74: tenure.v1.LeaseService.Acquire:output_type -> tenure.v1.AcquireResponse
+	10, // 75: tenure.v1.LeaseService.Renew:output_type -> tenure.v1.RenewResponse
+	12, // 76: tenure.v1.LeaseService.Release:output_type -> tenure.v1.ReleaseResponse
+	16, // 77: tenure.v1.LeaseService.Get:output_type -> tenure.v1.GetResponse
+	18, // 78: tenure.v1.LeaseService.List:output_type -> tenure.v1.ListResponse
+	21, // 79: tenure.v1.LeaseService.Watch:output_type -> tenure.v1.WatchResponse
+	14, // 80: tenure.v1.LeaseService.Revoke:output_type -> tenure.v1.RevokeResponse
+	24, // 81: tenure.v1.LeaseService.History:output_type -> tenure.v1.HistoryResponse
+	29, // 82: tenure.v1.LeaseService.Batch:output_type -> tenure.v1.BatchResponse
+	31, // 83: tenure.v1.KVService.Put:output_type -> tenure.v1.KVPutResponse
+	33, // 84: tenure.v1.KVService.Get:output_type -> tenure.v1.KVGetResponse
+	38, // 85: tenure.v1.KVService.Delete:output_type -> tenure.v1.KVDeleteResponse
+	36, // 86: tenure.v1.KVService.List:output_type -> tenure.v1.KVListResponse
+	41, // 87: tenure.v1.ClusterService.Status:output_type -> tenure.v1.StatusResponse
+	43, // 88: tenure.v1.ClusterService.Join:output_type -> tenure.v1.JoinResponse
+	45, // 89: tenure.v1.ClusterService.Leave:output_type -> tenure.v1.LeaveResponse
+	47, // 90: tenure.v1.ClusterService.TransferLeadership:output_type -> tenure.v1.TransferLeadershipResponse
+	49, // 91: tenure.v1.ClusterService.Snapshot:output_type -> tenure.v1.SnapshotResponse
+	74, // [74:92] is the sub-list for method output_type
+	56, // [56:74] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_tenure_v1_tenure_proto_init() }

@@ -16,7 +16,7 @@ from .client import (KV, RETRY_ALWAYS, RETRY_UNSENT, Client, Grant, Member, Rene
 from .election import Leader, Observation, elect, observe
 from .errors import (CanceledError, DeadlineExceededError, DuplicateError, IndeterminateError,
                      InvalidArgumentError, LeaseHeldError, LostError, NotAppliedError, NotFoundError,
-                     OtherClusterError, PermissionDeniedError, ReleasedError, RevokedError,
+                     HandedOffError, OtherClusterError, PermissionDeniedError, ReleasedError, RevokedError,
                      SessionClosedError, StaleTokenError, TenureError, TLSError, UnauthenticatedError,
                      UnavailableError)
 from .session import AT_RISK, HELD, LOST, RELEASED, Lease, Session, default_holder
@@ -31,5 +31,5 @@ __all__ = [
     "TenureError", "InvalidArgumentError", "LeaseHeldError", "StaleTokenError", "RevokedError", "NotFoundError",
     "PermissionDeniedError", "UnauthenticatedError", "NotAppliedError", "DeadlineExceededError",
     "CanceledError", "TLSError", "UnavailableError", "IndeterminateError", "OtherClusterError",
-    "LostError", "ReleasedError", "SessionClosedError", "DuplicateError",
+    "LostError", "ReleasedError", "HandedOffError", "SessionClosedError", "DuplicateError",
 ]

@@ -58,6 +58,8 @@ class Grant:
     lock_delay: float = 0.0
     #: True for a shared (read) grant (acquire's shared).
     shared: bool = False
+    #: The grant's priority (acquire's priority), 0 for none.
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,9 @@ class RenewResult:
     token: int
     grant: Optional[Grant] = None
     error: Optional[TenureError] = None
+    #: The waiter that asks the holder to hand over (its priority is
+    #: higher than the grant's), or "" when none asks.
+    handoff_requested: str = ""
 
 
 @dataclass(frozen=True)
@@ -203,7 +208,8 @@ def _grant(p: Optional[Dict[str, Any]], sent_at: float) -> Grant:
     return Grant(name=p.get("name", ""), holder=p.get("holder", ""), token=u64(p.get("token")),
                  ttl=parse_duration(p.get("ttl")), remaining=parse_duration(p.get("remaining")),
                  limit=int(p.get("limit") or 0), sent_at=sent_at,
-                 lock_delay=parse_duration(_field(p, "lock_delay")), shared=bool(p.get("shared", False)))
+                 lock_delay=parse_duration(_field(p, "lock_delay")), shared=bool(p.get("shared", False)),
+                 priority=int(p.get("priority") or 0))
 
 
 def _b64(v: Union[bytes, str]) -> str:
@@ -490,8 +496,8 @@ class Client:
 
     def acquire(self, name: str, holder: str, ttl: float, *, wait: bool = False,
                 wait_timeout: Optional[float] = None, limit: int = 0, lock_delay: float = 0.0,
-                timeout: Optional[float] = None, canceller: Optional[Canceller] = None,
-                shared: bool = False) -> Grant:
+                priority: int = 0, timeout: Optional[float] = None,
+                canceller: Optional[Canceller] = None, shared: bool = False) -> Grant:
         """acquire grants the lease name to holder for ttl seconds, or
         renews it if holder already holds it (same token). If another
         holder has it, it raises LeaseHeldError naming that holder; with
@@ -510,9 +516,14 @@ class Client:
         in order, so a shared acquire queued behind a waiting exclusive one
         waits for it (readers never starve a writer). A shared token may
         not write the fenced store (InvalidArgumentError), and a holder
-        cannot switch modes (release first). Retried on other endpoints; a retry gets the
-        first attempt's outcome, never a second grant. The grant's sent_at
-        is when the first attempt was sent."""
+        cannot switch modes (release first). priority (0 to 1000000) is
+        kept in the caller's place in the queue and in its grant: the
+        queue stays first come, first served, but a waiter with a higher
+        priority than the holder's asks the holder to hand over (the
+        holder's renewals report it in RenewResult.handoff_requested).
+        Retried on other endpoints; a retry gets the first attempt's
+        outcome, never a second grant. The grant's sent_at is when the
+        first attempt was sent."""
         msg: Dict[str, Any] = {"name": name, "holder": holder, "ttl": _wire.duration_str(ttl)}
         if limit:
             msg["limit"] = limit
@@ -520,6 +531,8 @@ class Client:
             msg["lock_delay"] = _wire.duration_str(lock_delay)
         if shared:
             msg["shared"] = True
+        if priority:
+            msg["priority"] = priority
         wait_until = monotonic() + wait_timeout if wait and wait_timeout else 0.0
 
         def attempt_timeout() -> float:
@@ -572,7 +585,8 @@ class Client:
                               {"name": r.get("name", ""), "token": u64(r.get("token")),
                                "revoke_reason": _field(r, "revoke_reason", "")})
             out.append(RenewResult(name=r.get("name", ""), token=u64(r.get("token")),
-                                   grant=None if err else _grant(r.get("lease"), sent), error=err))
+                                   grant=None if err else _grant(r.get("lease"), sent), error=err,
+                                   handoff_requested="" if err else _field(r, "handoff_requested", "")))
         return out
 
     def renew_one(self, name: str, token: int, *, timeout: Optional[float] = None) -> Grant:
@@ -592,6 +606,23 @@ class Client:
         that took effect gets that release's outcome."""
         self._mutating(RETRY_ALWAYS, _LEASE + "Release", {"name": name, "token": str(token)}, timeout,
                        None, canceller)
+
+    def handoff(self, name: str, token: int, to: str = "", *, timeout: Optional[float] = None,
+                canceller: Optional[Canceller] = None) -> Grant:
+        """handoff ends the grant of name with token and, at the same
+        cluster time, grants name to the waiter ``to``, or to the first
+        waiter still waiting if ``to`` is "": the new grant has a new,
+        larger token and starts the moment the old one ends (no gap, no
+        overlap, no lock-delay). Returns the new grant; the waiter's own
+        acquire returns it too. Stop acting under the old token first. No
+        such waiter raises NotFoundError and changes nothing; a stale
+        token StaleTokenError; a semaphore slot InvalidArgumentError.
+        Retried like release."""
+        msg: Dict[str, Any] = {"name": name, "token": str(token), "handoff": True}
+        if to:
+            msg["handoff_to"] = to
+        res, sent = self._mutating(RETRY_ALWAYS, _LEASE + "Release", msg, timeout, None, canceller)
+        return _grant(_field(res, "handed_to"), sent)
 
     def revoke(self, name: str, token: int = 0, *, reason: str, timeout: Optional[float] = None) -> List[Grant]:
         """revoke ends the live grant of name with token now, or every live

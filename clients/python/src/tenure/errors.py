@@ -180,6 +180,19 @@ class ReleasedError(TenureError):
         self.lease = lease
 
 
+class HandedOffError(ReleasedError):
+    """Why a session's lease ended after Lease.handoff: a clean end, so a
+    ReleasedError too."""
+
+    def __init__(self, lease: str):
+        super().__init__(lease)
+        self.args = ('election: lease "%s" handed off' % lease,)
+        self.message = self.args[0]
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 class SessionClosedError(TenureError):
     """acquire or campaign on a session that was closed or orphaned, also
     when that happens while they wait."""

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 from ._wire import Canceller, monotonic
 from .client import Client, Grant, RenewResult
-from .errors import (DuplicateError, LeaseHeldError, LostError, NotFoundError, ReleasedError, RevokedError,
+from .errors import (DuplicateError, HandedOffError, LeaseHeldError, LostError, NotFoundError, ReleasedError, RevokedError,
                      SessionClosedError, StaleTokenError, TenureError)
 
 # How long one waiting acquire queues on the server before it asks again.
@@ -217,6 +217,34 @@ class Lease:
 
     resign = release
 
+    def handoff(self, to: str = "", timeout: Optional[float] = None) -> Grant:
+        """handoff ends this term and hands the lease to the waiting
+        candidate ``to``, or to the first in line: done is set first
+        (error a HandedOffError, which is a ReleasedError) and renewals
+        stop, then the handoff is sent; the server ends the grant and
+        grants the candidate, with a larger token, at the same cluster time
+        (no gap, no overlap), and only then does the candidate's campaign
+        return. Returns the new grant. If the server refuses (no such
+        candidate: NotFoundError) the term has ended all the same: the
+        grant is released and the error raised. A lease that already
+        ended raises why it ended."""
+        with self._s._cond:
+            if self._state in (LOST, RELEASED):
+                assert self._err is not None
+                raise self._err
+            self._end(RELEASED, HandedOffError(self.name))
+            self._s._forget(self)
+        try:
+            return self._s.client.handoff(self.name, self.token, to, timeout=timeout)
+        except StaleTokenError:
+            raise
+        except TenureError:
+            try:
+                self._s.client.release(self.name, self.token, timeout=timeout)
+            except TenureError:
+                pass
+            raise
+
     def __enter__(self) -> "Lease":
         return self
 
@@ -296,7 +324,11 @@ class Session:
     max(ttl/10, 0.1)). lock_delay: a lock-delay for every grant of the
     session, in seconds (default 0: none; see Client.acquire); a
     lock_delay of ttl or more also keeps a revoked term from overlapping
-    the next holder's.
+    the next holder's. priority (0 to 1000000) goes with every acquire:
+    the queue stays first come, first served, but a waiting session of a
+    higher priority than the holder's asks the holder to hand over, and a
+    holder's session does so (Lease.handoff) at the renewal that reports
+    it, unless keep_on_handoff_request is set.
 
     close() releases every lease (their done events are set first) and
     stops renewing; orphan() only stops renewing, so the leases run out
@@ -305,7 +337,8 @@ class Session:
 
     def __init__(self, client: Client, *, holder: Optional[str] = None, ttl: float = 10.0,
                  renew_interval: Optional[float] = None, renew_timeout: Optional[float] = None,
-                 drift: float = 0.01, margin: Optional[float] = None, lock_delay: float = 0.0):
+                 drift: float = 0.01, margin: Optional[float] = None, lock_delay: float = 0.0,
+                 priority: int = 0, keep_on_handoff_request: bool = False):
         if client is None:
             raise TenureError("election: a client is required")
         if not ttl > 0:
@@ -324,6 +357,10 @@ class Session:
         if not lock_delay >= 0:
             raise TenureError("election: lock_delay must not be negative, got %r" % lock_delay)
         self.lock_delay = float(lock_delay)
+        if not 0 <= priority <= 1000000:
+            raise TenureError("election: priority must be in [0, 1000000], got %r" % priority)
+        self.priority = int(priority)
+        self.keep_on_handoff_request = keep_on_handoff_request
         safe = self._safe(self.ttl)
         if self.renew_interval >= safe:
             raise TenureError("election: renew_interval %.3fs is not shorter than the %.3fs a lease stays safe "
@@ -423,7 +460,8 @@ class Session:
                     wait = False  # no time left: one plain try
             try:
                 g = self.client.acquire(name, self.holder, self.ttl, wait=wait, wait_timeout=wt if wait else None,
-                                        limit=limit, lock_delay=self.lock_delay, canceller=canceller)
+                                        limit=limit, lock_delay=self.lock_delay, priority=self.priority,
+                                        canceller=canceller)
             except LeaseHeldError:
                 if self._closed:
                     raise SessionClosedError() from None
@@ -622,6 +660,7 @@ class Session:
         except Exception as e:  # noqa: BLE001 - any failure leaves the leases at risk, never the thread dead
             err = TenureError("renewal not confirmed within %.3fs: %s" % (self.renew_timeout, e))
             err.__cause__ = e
+        asked = []
         with self._cond:
             if self._closed:
                 return
@@ -634,6 +673,8 @@ class Session:
                 r = res[i]
                 if r.error is None and r.grant is not None:
                     l._renewed(r.grant)
+                    if r.handoff_requested and not self.keep_on_handoff_request and r.grant.limit <= 1:
+                        asked.append((l, r.handoff_requested))
                 elif r.error is not None and _gone(r.error):
                     l._lose(r.error)
                 else:
@@ -641,3 +682,14 @@ class Session:
                     failed = True
             self._retry_at = monotonic() + self._retry_pause() if failed else 0.0
             self._cond.notify_all()
+        for l, to in asked:
+            # A waiter of a higher priority asks for the lease: hand over,
+            # off the renewing thread.
+            threading.Thread(target=_handoff_quietly, args=(l, to, self.renew_timeout), daemon=True).start()
+
+
+def _handoff_quietly(lease: Lease, to: str, timeout: float) -> None:
+    try:
+        lease.handoff(to, timeout=timeout)
+    except TenureError:
+        pass  # the term has ended all the same
