@@ -28,8 +28,8 @@ const (
 	ActivityReset ActivityKind = 6
 	// ActivityRevoked is a grant an operator revoked.
 	ActivityRevoked ActivityKind = 7
-	// ActivityHandedOff ends a term its holder handed over (reserved for
-	// the handoff of an election; only lease history terms carry it).
+	// ActivityHandedOff is a grant its holder handed over to a waiter
+	// (lease/handoff.go): the waiter's grant follows at once.
 	ActivityHandedOff ActivityKind = 8
 )
 
@@ -55,8 +55,23 @@ func (k ActivityKind) String() string {
 	return "unknown"
 }
 
-// activityOf returns the kind of activity of an event.
-func activityOf(t lease.EventType) ActivityKind {
+// activityOf returns the kind of activity of an event, and the reason it
+// carries: an operator's for a revocation. A release that handed the
+// grant over is ActivityHandedOff.
+func activityOf(ev lease.Event) (ActivityKind, string) {
+	switch ev.Type {
+	case lease.EventReleased:
+		if ev.Reason == lease.HandedOff {
+			return ActivityHandedOff, ""
+		}
+		return ActivityReleased, ""
+	case lease.EventRevoked:
+		return ActivityRevoked, ev.Reason
+	}
+	return activityKindOf(ev.Type), ""
+}
+
+func activityKindOf(t lease.EventType) ActivityKind {
 	switch t {
 	case lease.EventGranted:
 		return ActivityGranted
@@ -220,8 +235,8 @@ func (a *activityLog) record(index uint64, wall time.Time, st *lease.State, ops 
 	// cluster that keeps none, and is not kept twice.
 	ownTerms := st.HistoryRetention().Terms == 0
 	for _, ev := range events {
-		kind := activityOf(ev.Type)
-		a.add(Activity{Index: index, At: now, Wall: wall, Kind: kind, Name: ev.Lease.Name, Holder: ev.Lease.Holder, Token: ev.Lease.Token, Reason: ev.Reason})
+		kind, reason := activityOf(ev)
+		a.add(Activity{Index: index, At: now, Wall: wall, Kind: kind, Name: ev.Lease.Name, Holder: ev.Lease.Holder, Token: ev.Lease.Token, Reason: reason})
 		if ownTerms {
 			a.term(ev, now, wall)
 		}
@@ -312,7 +327,8 @@ func (a *activityLog) term(ev lease.Event, now time.Duration, wall time.Time) {
 	}
 	for i := len(h.terms) - 1; i >= 0; i-- {
 		if t := &h.terms[i]; t.Token == ev.Lease.Token && t.Ended == 0 {
-			t.End, t.EndWall, t.Ended, t.Reason = now, wall, activityOf(ev.Type), ev.Reason
+			t.End, t.EndWall = now, wall
+			t.Ended, t.Reason = activityOf(ev)
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -203,5 +204,29 @@ func TestActivityRevocationReason(t *testing.T) {
 		if len(terms) != 1 || terms[0].Ended != ActivityRevoked || terms[0].Reason != "stuck on a bad disk" || terms[0].End != 2*s {
 			t.Errorf("history kept %v: terms = %+v, want one revoked at 2s with its reason", keep, terms)
 		}
+	}
+}
+
+// TestActivityHandoff: a handoff is an activity of its own, not a
+// release, and ends the term it closes as handed off.
+func TestActivityHandoff(t *testing.T) {
+	s := time.Second
+	st, a := lease.New(), newActivityLog()
+	applyRecorded(st, a, 1, 1*s, lease.Op{Type: lease.OpAcquire, Name: "n", Holder: "A", TTL: 10 * s})
+	applyRecorded(st, a, 2, 1*s, lease.Op{Type: lease.OpAcquire, Name: "n", Holder: "B", TTL: 10 * s, Wait: true, WaitTimeout: time.Minute})
+	res := applyRecorded(st, a, 3, 2*s, lease.Op{Type: lease.OpRelease, Name: "n", Token: 1, Handoff: true, HandoffTo: "B"})
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	acts, _ := a.since(0, 0)
+	var kinds []ActivityKind
+	for _, act := range acts {
+		kinds = append(kinds, act.Kind)
+	}
+	if want := []ActivityKind{ActivityGranted, ActivityHandedOff, ActivityGranted}; !slices.Equal(kinds, want) {
+		t.Errorf("activities = %v, want %v", kinds, want)
+	}
+	if terms := a.names["n"].terms; len(terms) != 2 || terms[0].Ended != ActivityHandedOff || terms[0].End != 2*s || terms[1].Holder != "B" || terms[1].Start != 2*s {
+		t.Errorf("terms = %+v, want A's handed off at 2s and B's from 2s", terms)
 	}
 }
