@@ -70,7 +70,11 @@ function leaseRow(rec: Rec, index: number): Shown {
       limit > 1 ? el("span", {
         class: "slot",
         title: `${l.name} is a semaphore: up to ${limit} holders at once, each with its own token. Its live grants are numbered in token order.`,
-      }, slot ? `slot ${slot} of ${limit}` : `semaphore of ${limit}`) : "")),
+      }, slot ? `slot ${slot} of ${limit}` : `semaphore of ${limit}`) : "",
+      l.shared ? el("span", {
+        class: "slot shared",
+        title: `A shared (read) grant: other shared grants of ${l.name} may be held with it, each with its own token; an exclusive grant waits for every one to end.`,
+      }, "shared") : "")),
     el("td", { class: "holder" }, l.holder),
     el("td", { class: "token num" }, String(l.token)),
     el("td", { class: "ttl num" }, fmtDuration(l.ttl)),

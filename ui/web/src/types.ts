@@ -12,6 +12,7 @@ export interface Lease {
   expires_at: number;
   limit?: number;
   waiters?: string[];
+  shared?: boolean; // a shared (read) grant: docs/locks.md
 }
 
 export interface Activity {

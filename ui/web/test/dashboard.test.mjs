@@ -134,6 +134,20 @@ test("an operator's revocation shows in the events and on the timeline with its 
   assert.match(await page.locator(".tl-chart").getAttribute("aria-label"), new RegExp(`stuck-worker with token ${a.token}, revoked \\(stuck on a bad disk\\)`));
 });
 
+test("shared grants show as shared, each with its own token", async () => {
+  const ep = node.api;
+  const r1 = JSON.parse((await cliOK(ep, ["acquire", "db/schema", "--holder", "reader-1", "--shared", "--ttl", "30s", "-o", "json"])).out);
+  const r2 = JSON.parse((await cliOK(ep, ["acquire", "db/schema", "--holder", "reader-2", "--shared", "--ttl", "30s", "-o", "json"])).out);
+  assert.notEqual(r1.token, r2.token);
+  await page.goto(node.url("/ui/#leases"));
+  await page.waitForSelector("body[data-loaded=true]", { timeout: 10_000 });
+  for (const g of [r1, r2]) {
+    const r = page.locator(`#leases tbody tr[data-name="db/schema"][data-token="${g.token}"]`);
+    await r.waitFor({ timeout: 2000 });
+    assert.equal(await r.locator(".slot.shared").textContent(), "shared");
+  }
+});
+
 test("the keyboard reaches every view and the page fits 360px", async () => {
   await page.goto(node.url("/ui/"));
   await page.waitForSelector("body[data-loaded=true]");
