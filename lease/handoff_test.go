@@ -295,3 +295,43 @@ func TestPrioritySnapshotGolden(t *testing.T) {
 		t.Fatal("a version 6 snapshot with priorities read")
 	}
 }
+
+// A shared grant cannot be handed off (the other readers' grants would
+// go with it), and changes nothing; an exclusive holder may hand off to
+// a reader, and the readers first in line behind it join it, while a
+// writer behind them keeps waiting.
+func TestHandoffAndSharedGrants(t *testing.T) {
+	s := New()
+	r1 := mustSlot(t, s, 0, shr("db", "r1", 10*sec))
+	mustSlot(t, s, 0, shr("db", "r2", 10*sec))
+	apply(t, s, 0, acqWait("db", "w", 10*sec, time.Minute))
+	apply(t, s, sec)
+	before := snapshotBytes(t, s)
+	r, ev := apply1(t, s, sec, handoffOp("db", r1.Token, "w"))
+	wantErr(t, r.Err, ErrInvalid)
+	if len(ev) != 0 {
+		t.Fatalf("events %+v", ev)
+	}
+	if after := snapshotBytes(t, s); !bytes.Equal(before, after) {
+		t.Fatalf("refused handoff changed the state:\n%s\n%s", before, after)
+	}
+
+	s = New()
+	w := mustGrant(t, s, 0, "db", "w1", 10*sec)
+	apply(t, s, 0, shrWait("db", "r1", 10*sec, time.Minute), shrWait("db", "r2", 10*sec, time.Minute),
+		acqWait("db", "w2", 10*sec, time.Minute), shrWait("db", "r3", 10*sec, time.Minute))
+	r, ev = apply1(t, s, sec, handoffOp("db", w.Token, "r1"))
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	got := grantedTokens(ev)
+	if len(got) != 2 || got["r1"] == 0 || got["r2"] == 0 || got["r1"] == got["r2"] {
+		t.Fatalf("granted %v, want r1 and r2 with their own tokens", got)
+	}
+	if ls := s.Slots("db"); len(ls) != 2 || !ls[0].Shared || !ls[1].Shared {
+		t.Fatalf("grants %+v, want r1 and r2 shared", ls)
+	}
+	if q := s.Waiters("db"); !slices.Equal(q, []string{"w2", "r3"}) {
+		t.Fatalf("waiters %v, want w2 then r3", q)
+	}
+}
