@@ -64,7 +64,9 @@ type WatchEvent struct {
 	Index uint64
 	// Err is set for EventError.
 	Err error
-	// Reason is the operator's reason of an EventRevoked.
+	// Reason is the operator's reason of an EventRevoked, or
+	// "handed_off" for the EventReleased of a grant handed to a waiter
+	// (Client.Handoff; its EventGranted follows at the same index).
 	Reason string
 }
 

@@ -315,8 +315,18 @@ func TestHandoffFromTheCLI(t *testing.T) {
 		t.Fatalf("after refused handoffs a holds token %d, want %d", g.Token, a.Token)
 	}
 
+	watch := startCLI(t, ep, "watch", "jobs/ho")
+	watch.line("the watch's current state")
+	watch.line("the watch's synced")
 	r = cli(t, ep, "handoff", "jobs/ho", "--token", tok, "--to", "c", "-o", "json")
 	mustCode(t, 0, r, "handoff to c")
+	// Watchers see a release marked handed_off, then c's grant.
+	if l := watch.line("the release"); !strings.Contains(l, "released") || !strings.Contains(l, `reason="handed_off"`) {
+		t.Fatalf("watch printed %q", l)
+	}
+	if l := watch.line("the grant"); !strings.Contains(l, "granted") || !strings.Contains(l, "holder=c") {
+		t.Fatalf("watch printed %q", l)
+	}
 	if !strings.Contains(r.stdout, `"handed_to":"c"`) {
 		t.Fatalf("handoff printed %q", r.stdout)
 	}

@@ -773,14 +773,10 @@ func drawOp(t *rapid.T, s *State) Op {
 		return rapid.Uint64Range(1, s.LastToken()+1).Draw(t, label)
 	}
 	ttl := time.Duration(rapid.IntRange(1, 10).Draw(t, "ttl")) * sec
-	switch rapid.IntRange(0, 15).Draw(t, "op") {
-	case 15:
-		op := rel(name, token("token", name))
-		op.Handoff = true
-		if rapid.IntRange(0, 2).Draw(t, "handoff to a named candidate") > 0 {
-			op.HandoffTo = rapid.SampledFrom(propHolders).Draw(t, "candidate")
-		}
-		return op
+	// Priorities and handoffs are chosen from values drawn anyway, so
+	// that the draws (and the failure files of older runs) stay as they
+	// were before they existed.
+	switch rapid.IntRange(0, 14).Draw(t, "op") {
 	case 13:
 		op := Op{Type: OpRevoke, Name: name, Reason: rapid.SampledFrom([]string{"r", "stuck"}).Draw(t, "reason")}
 		if rapid.Bool().Draw(t, "revoke one") {
@@ -801,8 +797,8 @@ func drawOp(t *rapid.T, s *State) Op {
 		if op.Limit <= 1 && ((name == "a" && rapid.Bool().Draw(t, "shared")) || rapid.IntRange(0, 5).Draw(t, "shared other") == 0) {
 			op.Shared = true
 		}
-		if rapid.IntRange(0, 2).Draw(t, "priority?") == 0 {
-			op.Priority = rapid.IntRange(0, 3).Draw(t, "priority")
+		if holder == "h3" {
+			op.Priority = int(ttl/sec) % 3
 		}
 		if rapid.Bool().Draw(t, "wait") {
 			op.Wait = true
@@ -822,7 +818,16 @@ func drawOp(t *rapid.T, s *State) Op {
 		}
 		return renew(refs...)
 	case 5:
-		return rel(name, token("token", name))
+		op := rel(name, token("token", name))
+		if key == "k2" {
+			// A handoff: to the first in line, or to a named
+			// candidate.
+			op.Handoff = true
+			if ttl > 5*sec {
+				op.HandoffTo = holder
+			}
+		}
+		return op
 	case 6:
 		return Op{Type: OpExpire}
 	case 7:

@@ -1398,7 +1398,10 @@ type WatchEvent struct {
 	Lease *Lease                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
 	// Raft index of the entry that produced the event (0 for CURRENT).
 	Index uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
-	// For TYPE_REVOKED: the operator's reason.
+	// For TYPE_REVOKED: the operator's reason. For TYPE_RELEASED:
+	// "handed_off" when the holder handed the grant to a waiter
+	// (ReleaseRequest.handoff); the TYPE_GRANTED of the waiter follows at
+	// the same index.
 	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

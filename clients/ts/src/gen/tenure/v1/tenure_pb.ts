@@ -708,7 +708,10 @@ export type WatchEvent = Message<"tenure.v1.WatchEvent"> & {
   index: bigint;
 
   /**
-   * For TYPE_REVOKED: the operator's reason.
+   * For TYPE_REVOKED: the operator's reason. For TYPE_RELEASED:
+   * "handed_off" when the holder handed the grant to a waiter
+   * (ReleaseRequest.handoff); the TYPE_GRANTED of the waiter follows at
+   * the same index.
    *
    * @generated from field: string reason = 4;
    */
