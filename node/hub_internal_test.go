@@ -15,7 +15,7 @@ import (
 func TestLastTryKeepsTheCall(t *testing.T) {
 	op := lease.Op{Type: lease.OpAcquire, Name: "n", Holder: "h", TTL: 5 * time.Second, Wait: true,
 		WaitTimeout: time.Second, Limit: 3, Principal: "p", Session: "s", Seq: 7, Floor: 2,
-		LockDelay: 15 * time.Second, Priority: 4}
+		LockDelay: 15 * time.Second, Priority: 4, Shared: true}
 	// Every field must be set here, so that a new one is not forgotten.
 	v := reflect.ValueOf(op)
 	for i := range v.NumField() {
