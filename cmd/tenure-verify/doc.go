@@ -53,7 +53,10 @@
 // exclusive one; shared-no-write: no write with a shared token is
 // accepted); and
 // damaged-dir-refused; with power-loss, restarts-after-power-loss and
-// recovers-after-power-loss. The summary goes to stdout and summary.json to
+// recovers-after-power-loss; and workers-ran, that every worker process
+// lived to the end of the run (one that died leaves its operation in
+// flight out of the history, and the run says so rather than blame the
+// cluster for what the history cannot explain). The summary goes to stdout and summary.json to
 // --out; a failing run also leaves history.jsonl, watch.jsonl, the
 // visualization of each failing segment (history-NAME.html) and every
 // node's log there, and says so.

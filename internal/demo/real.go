@@ -210,7 +210,7 @@ func (l *processes) launch(ctx context.Context, spec workerSpec) (*workerRun, er
 		})
 	}
 	tenuredproc.DieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
+	if err := tenuredproc.StartCmd(cmd); err != nil {
 		return nil, fmt.Errorf("demo: start worker %s: %w", spec.Actor, err)
 	}
 	p := cmd.Process

@@ -60,7 +60,7 @@ func Start(bin string, args []string, log io.Writer) (*Process, error) {
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	DieWithParent(p.cmd)
-	if err := p.cmd.Start(); err != nil {
+	if err := StartCmd(p.cmd); err != nil {
 		return nil, fmt.Errorf("tenuredproc: start %s: %w", bin, err)
 	}
 	go func() {

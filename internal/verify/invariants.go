@@ -29,7 +29,23 @@ const (
 	// InvClusterSize: the run ends with at least as many voters as it
 	// started with (after a bounded wait for the cluster to regrow).
 	InvClusterSize = "cluster-size"
+	// InvWorkersRan: every worker process ran to the end of the run. One
+	// that died leaves its operation in flight unrecorded, so the
+	// histories it took part in are incomplete: a grant the cluster made
+	// to its waiting acquire has no call to explain it.
+	InvWorkersRan = "workers-ran"
 )
+
+// EarlyExitViolations reports the workers that exited before the run
+// ended.
+func EarlyExitViolations(early []EarlyExit) []Violation {
+	var out []Violation
+	for _, e := range early {
+		out = append(out, Violation{InvWorkersRan, fmt.Sprintf("worker %d exited at %s (%s) after %d operations, before the run ended: its last operation in flight is not in the history, so a failure of the histories it took part in may be the harness's, not the cluster's",
+			e.Worker, e.At.UTC().Format("15:04:05.000"), e.State, e.Ops)})
+	}
+	return out
+}
 
 // Membership is the cluster's size as its leader listed it at the start
 // of a run and at its end, and the member faults that could not restore

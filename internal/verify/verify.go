@@ -310,6 +310,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Violations = CheckInvariants(h, final, m)
 	rep.Violations = append(rep.Violations, nem.Violations...)
 	rep.Violations = append(rep.Violations, members.Check()...)
+	rep.Violations = append(rep.Violations, EarlyExitViolations(ws.Early)...)
 	rep.Violations = append(rep.Violations, unreadableAfterPowerLoss(cfg, h, finalErr)...)
 	rep.SnapshotInstalls = nem.Snapshots
 	rep.Pauses = nem.Pauses

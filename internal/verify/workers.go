@@ -65,6 +65,22 @@ type WorkerSet struct {
 	history History
 	wg      sync.WaitGroup
 	Errs    []string
+	// stopping is set by Stop: a worker that exits before it did not
+	// run to the end, and its history is incomplete (Early).
+	stopping atomic.Bool
+	// Early lists the workers that exited before Stop.
+	Early []EarlyExit
+	// exited[i] is closed once worker i has exited and been accounted.
+	exited []chan struct{}
+}
+
+// EarlyExit is a worker process that ended before the run did: how and
+// when, and the last operation it recorded.
+type EarlyExit struct {
+	Worker int
+	At     time.Time
+	State  string // as os.ProcessState says: "signal: killed", "exit status 1"
+	Ops    int    // operations it recorded
 }
 
 // StartWorkers launches one process per config, re-executing this binary.
@@ -84,20 +100,26 @@ func StartWorkers(cfgs []WorkerConfig, stderr *os.File) (*WorkerSet, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := cmd.Start(); err != nil {
+		if err := tenuredproc.StartCmd(cmd); err != nil {
 			ws.Stop()
 			return nil, fmt.Errorf("start worker %d: %w", c.ID, err)
 		}
 		ws.procs = append(ws.procs, cmd)
+		exited := make(chan struct{})
+		ws.exited = append(ws.exited, exited)
 		ws.wg.Add(1)
 		go func() {
 			defer ws.wg.Done()
+			defer close(exited)
 			h, err := ReadJSONL(out)
 			cmd.Wait()
 			ws.mu.Lock()
 			ws.history = append(ws.history, h...)
 			if err != nil {
 				ws.Errs = append(ws.Errs, err.Error())
+			}
+			if !ws.stopping.Load() {
+				ws.Early = append(ws.Early, EarlyExit{Worker: c.ID, At: time.Now(), State: cmd.ProcessState.String(), Ops: len(h)})
 			}
 			ws.mu.Unlock()
 		}()
@@ -124,6 +146,7 @@ func (ws *WorkerSet) ResumeAll() {
 // the merged history. A terminated worker finishes recording its op in
 // flight (as indeterminate) before it exits.
 func (ws *WorkerSet) Stop() History {
+	ws.stopping.Store(true)
 	for i := range ws.procs {
 		ws.Signal(i, syscall.SIGCONT)
 		ws.Signal(i, syscall.SIGTERM)
