@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tenure-io/tenure/client"
+	"github.com/tenure-io/tenure/election"
 	"github.com/tenure-io/tenure/internal/testcluster"
 )
 
@@ -141,4 +142,18 @@ func within(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// sessionsOf returns a maker of sessions on cl, each with TTL 1s and
+// closed when the test ends.
+func sessionsOf(t *testing.T, cl *client.Client) func(holder string) *election.Session {
+	return func(holder string) *election.Session {
+		t.Helper()
+		s, err := election.New(cl, election.Config{Holder: holder, TTL: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(t.Context()) })
+		return s
+	}
 }

@@ -17,14 +17,7 @@ func TestSessionsHoldSharedGrants(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Config{})
 	ctx := within(t, 30*time.Second)
 	cl, _ := mustClient(t, c.Endpoints())
-	session := func(holder string) *election.Session {
-		s, err := election.New(cl, election.Config{Holder: holder, TTL: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close(t.Context()) })
-		return s
-	}
+	session := sessionsOf(t, cl)
 	a, b, w, r := session("a"), session("b"), session("w"), session("r")
 	la, err := a.AcquireShared(ctx, "db/main")
 	if err != nil {

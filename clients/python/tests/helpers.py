@@ -16,9 +16,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Callable, List, Optional, TypeVar
 
@@ -241,3 +243,36 @@ class OneNodeTest(NodeTest):
     def tearDownClass(cls):
         cls.client.close()
         cls.node.stop()
+
+    def history(self, name: str) -> dict:
+        """history is the dashboard's history of name on the node: its
+        terms and its waiters."""
+        url = "http://%s/ui/api/history?name=%s" % (self.node.api, urllib.parse.quote(name, safe=""))
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return json.load(r)
+
+    def waiters(self, name: str) -> list:
+        return self.history(name).get("waiters") or []
+
+    def queued(self, name: str, holder: str) -> None:
+        """queued waits until holder waits for name on the node."""
+        def check():
+            if holder not in self.waiters(name):
+                raise AssertionError("waiters %s" % self.waiters(name))
+        eventually("%s to wait for %s" % (holder, name), 10, check)
+
+    def wait_in_thread(self, name: str, holder: str, ttl: float = 30, timeout: float = 30, **opts):
+        """wait_in_thread acquires name for holder with a wait, in a
+        thread, and returns once the holder is queued: the thread, and a
+        dict that gets the "grant" or the "error"."""
+        out: dict = {}
+
+        def run():
+            try:
+                out["grant"] = self.client.acquire(name, holder, ttl, wait=True, wait_timeout=timeout, **opts)
+            except Exception as e:  # noqa: BLE001
+                out["error"] = e
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        self.queued(name, holder)
+        return t, out

@@ -1,11 +1,8 @@
 """Handoff of a grant to a waiting candidate, and priorities, against a
 real tenured."""
 
-import json
 import threading
 import unittest
-import urllib.parse
-import urllib.request
 
 import helpers
 
@@ -15,30 +12,6 @@ import tenure
 class HandoffTest(helpers.OneNodeTest):
     def name(self, suffix=""):
         return "py/%s%s" % (self.id().rsplit(".", 1)[-1], suffix)
-
-    def history(self, name):
-        url = "http://%s/ui/api/history?name=%s" % (self.node.api, urllib.parse.quote(name, safe=""))
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return json.load(r)
-
-    def queued(self, name, holder):
-        def check():
-            if holder not in (self.history(name).get("waiters") or []):
-                raise AssertionError("waiters %s" % self.history(name).get("waiters"))
-        helpers.eventually("%s to wait for %s" % (holder, name), 10, check)
-
-    def wait_in_thread(self, name, holder, priority=0):
-        out = {}
-
-        def run():
-            try:
-                out["grant"] = self.client.acquire(name, holder, 30, wait=True, wait_timeout=30, priority=priority)
-            except Exception as e:  # noqa: BLE001
-                out["error"] = e
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
-        self.queued(name, holder)
-        return t, out
 
     def test_handoff(self):
         c, n = self.client, self.name()

@@ -1,10 +1,6 @@
 """Revocation by an operator and lock-delays, against a real tenured."""
 
-import json
-import threading
 import unittest
-import urllib.parse
-import urllib.request
 
 import helpers
 
@@ -15,35 +11,11 @@ class RevokeTest(helpers.OneNodeTest):
     def name(self, suffix=""):
         return "py/%s%s" % (self.id().rsplit(".", 1)[-1], suffix)
 
-    def waiters(self, name):
-        url = "http://%s/ui/api/history?name=%s" % (self.node.api, urllib.parse.quote(name, safe=""))
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return json.load(r).get("waiters") or []
-
-    def queued(self, name, holder):
-        def check():
-            if holder not in self.waiters(name):
-                raise AssertionError("waiters %s" % self.waiters(name))
-        helpers.eventually("%s to wait for %s" % (holder, name), 10, check)
-
-    def wait_in_thread(self, name, holder, ttl=3, timeout=30):
-        out = {}
-
-        def run():
-            try:
-                out["grant"] = self.client.acquire(name, holder, ttl, wait=True, wait_timeout=timeout)
-            except Exception as e:  # noqa: BLE001
-                out["error"] = e
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
-        self.queued(name, holder)
-        return t, out
-
     def test_revoke(self):
         c, n = self.client, self.name()
         a = c.acquire(n, "a", 30)
         c.put(n + "/k", "v1", n, a.token)
-        t, out = self.wait_in_thread(n, "w")
+        t, out = self.wait_in_thread(n, "w", ttl=3)
         with c.watch(n) as w:
             events = iter(w)
             self.assertEqual(next(events).type, "current")
@@ -102,7 +74,7 @@ class RevokeTest(helpers.OneNodeTest):
         # a never renews: its grant expires after the TTL.
         a = c.acquire(n, "a", 2, lock_delay=3)
         self.assertEqual(a.lock_delay, 3.0)
-        t, out = self.wait_in_thread(n, "w")
+        t, out = self.wait_in_thread(n, "w", ttl=3)
 
         def delayed():
             try:
@@ -125,7 +97,7 @@ class RevokeTest(helpers.OneNodeTest):
         # A release skips it.
         m = self.name("/released")
         b = c.acquire(m, "b", 30, lock_delay=60)
-        t, out = self.wait_in_thread(m, "w2")
+        t, out = self.wait_in_thread(m, "w2", ttl=3)
         c.release(m, b.token)
         t.join(10)
         self.assertEqual(out.get("grant").holder, "w2", out)

@@ -1,10 +1,6 @@
 """Shared (read) and exclusive (write) grants, against a real tenured."""
 
-import json
-import threading
 import unittest
-import urllib.parse
-import urllib.request
 
 import helpers
 
@@ -12,28 +8,6 @@ import tenure
 
 
 class SharedTest(helpers.OneNodeTest):
-    def waiters(self, name):
-        url = "http://%s/ui/api/history?name=%s" % (self.node.api, urllib.parse.quote(name, safe=""))
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return json.load(r).get("waiters") or []
-
-    def wait_in_thread(self, name, holder, shared):
-        out = {}
-
-        def run():
-            try:
-                out["grant"] = self.client.acquire(name, holder, 30, wait=True, wait_timeout=30, shared=shared)
-            except Exception as e:  # noqa: BLE001
-                out["error"] = e
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
-
-        def check():
-            if holder not in self.waiters(name):
-                raise AssertionError("waiters %s" % self.waiters(name))
-        helpers.eventually("%s to wait for %s" % (holder, name), 10, check)
-        return t, out
-
     def test_readers_and_a_writer(self):
         c, n = self.client, "py/shared"
         r1 = c.acquire(n, "r1", 30, shared=True)
