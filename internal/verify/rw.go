@@ -99,23 +99,12 @@ func (w *worker) rwCycle(ctx context.Context) {
 	shared := w.rnd.IntN(3) > 0
 	wait := w.rnd.IntN(2) == 0
 	r := Record{Op: OpRWAcquire, Name: name, Holder: w.holder, Wait: wait, Shared: shared}
-	opts := []client.AcquireOption{}
-	d := 3 * time.Second
-	if wait {
-		opts = append(opts, client.Wait(2*time.Second))
-		d = 5 * time.Second
-	}
+	var opts []client.AcquireOption
 	if shared {
 		opts = append(opts, client.Shared())
 	}
-	octx, cancel := context.WithTimeout(ctx, d)
-	r.Call = now()
-	l, err := w.cl.Acquire(octx, name, w.holder, w.cfg.TTL, opts...)
-	r.Return = now()
-	cancel()
-	outcome(err, &r)
+	l, err := w.acquireCall(ctx, &r, opts...)
 	if err == nil {
-		r.OutToken, r.Remaining = l.Token, int64(l.Remaining)
 		if l.Shared != shared {
 			r.Outcome, r.Err = Failed, fmt.Sprintf("asked shared %v, granted shared %v", shared, l.Shared)
 		}
@@ -126,7 +115,7 @@ func (w *worker) rwCycle(ctx context.Context) {
 	}
 	put := Record{Op: OpRWPut, Name: name, Holder: w.holder, Key: KeyOf(name), Value: fmt.Sprintf("w%d-%d", w.cfg.ID, l.Token),
 		Token: l.Token, Shared: shared}
-	octx, cancel = context.WithTimeout(ctx, 3*time.Second)
+	octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	put.Call = now()
 	_, err = w.cl.Put(octx, put.Key, []byte(put.Value), name, l.Token)
 	put.Return = now()

@@ -338,22 +338,11 @@ func (w *worker) acquire(ctx context.Context, name string, wait bool) {
 	// A re-acquire (a renewal) keeps the grant's lock-delay.
 	r := Record{Op: OpAcquire, Name: name, Holder: w.holder, Wait: wait, LockDelay: w.delay}
 	var opts []client.AcquireOption
-	d := 3 * time.Second
-	if wait {
-		opts = append(opts, client.Wait(2*time.Second))
-		d = 5 * time.Second
-	}
 	if w.delay > 0 {
 		opts = append(opts, client.LockDelay(w.delay))
 	}
-	octx, cancel := context.WithTimeout(ctx, d)
-	r.Call = now()
-	l, err := w.cl.Acquire(octx, name, w.holder, w.cfg.TTL, opts...)
-	r.Return = now()
-	cancel()
-	outcome(err, &r)
+	l, err := w.acquireCall(ctx, &r, opts...)
 	if err == nil {
-		r.OutToken, r.Remaining = l.Token, int64(l.Remaining)
 		w.name, w.token = name, l.Token
 	} else if r.Outcome == Indeterminate && w.token != 0 {
 		w.token = 0 // it may have been re-granted under a new token
@@ -361,6 +350,27 @@ func (w *worker) acquire(ctx context.Context, name string, wait bool) {
 		w.seen[name] = r.OutToken
 	}
 	w.emit(r)
+}
+
+// acquireCall makes the acquire r describes (r.Name for r.Holder, with a
+// wait of 2s if r.Wait) with opts, and records in r when it was called
+// and returned and what came of it.
+func (w *worker) acquireCall(ctx context.Context, r *Record, opts ...client.AcquireOption) (client.Lease, error) {
+	d := 3 * time.Second
+	if r.Wait {
+		opts = append(opts, client.Wait(2*time.Second))
+		d = 5 * time.Second
+	}
+	octx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	r.Call = now()
+	l, err := w.cl.Acquire(octx, r.Name, r.Holder, w.cfg.TTL, opts...)
+	r.Return = now()
+	outcome(err, r)
+	if err == nil {
+		r.OutToken, r.Remaining = l.Token, int64(l.Remaining)
+	}
+	return l, err
 }
 
 // revoke revokes name as an operator: every grant of it, or now and then
