@@ -469,7 +469,7 @@ func (m *model) acquireShared(op Op, ls []Lease, d modelDelay, delayed bool) Res
 		if ls[i].Shared != op.Shared {
 			return Result{Err: ErrInvalid} // no upgrade, no downgrade
 		}
-		ls[i].TTL, ls[i].ExpiresAt, ls[i].LockDelay = op.TTL, m.now+op.TTL, op.LockDelay
+		ls[i].TTL, ls[i].ExpiresAt, ls[i].LockDelay, ls[i].Priority = op.TTL, m.now+op.TTL, op.LockDelay, op.Priority
 		m.leases[op.Name] = ls
 		m.removeWaiter(op.Name, op.Holder)
 		return Result{Lease: ls[i]}

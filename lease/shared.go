@@ -92,16 +92,7 @@ func (a *applier) acquireShared(op Op, ls []*Lease, d delay, delayed bool) Resul
 			return Result{Err: invalidf("%q holds %q %s (token %d): release it before acquiring it %s",
 				op.Holder, op.Name, modeName(l.Shared), l.Token, modeName(op.Shared))}
 		}
-		// Re-acquire by the holder is a renewal: same token, new TTL.
-		old := l
-		l = a.s.update(l, func(l *Lease) {
-			l.TTL = op.TTL
-			l.ExpiresAt = a.now + op.TTL
-			l.LockDelay = op.LockDelay
-		})
-		a.s.renewed(old, l)
-		a.removeWaiter(op.Name, op.Holder)
-		return Result{Lease: *l}
+		return a.reacquire(l, op)
 	}
 	free := len(ls) == 0 ||
 		(op.Shared && ls[0].Shared && len(ls) < MaxShared && !a.waitsAhead(op.Name, op.Holder))
@@ -122,13 +113,7 @@ func (a *applier) acquireShared(op Op, ls []*Lease, d delay, delayed bool) Resul
 			l = o
 		}
 	}
-	held := &HeldError{Name: l.Name, Holder: l.Holder, Token: l.Token, Remaining: l.Remaining(a.now)}
-	if !op.Wait {
-		a.removeWaiter(op.Name, op.Holder) // a plain try stops waiting
-		return Result{Err: held}
-	}
-	a.enqueue(op)
-	return Result{Err: held, Queued: true}
+	return a.held(op, &HeldError{Name: l.Name, Holder: l.Holder, Token: l.Token, Remaining: l.Remaining(a.now)})
 }
 
 // waitsAhead reports whether anyone waits for name ahead of holder (the

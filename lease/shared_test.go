@@ -396,3 +396,16 @@ func TestSnapshotV7Golden(t *testing.T) {
 		t.Fatalf("terms %+v", r.Terms)
 	}
 }
+
+// A shared holder's acquire again renews its grant like any holder's:
+// same token, and the acquire's TTL, lock-delay and priority.
+func TestSharedReacquireRenews(t *testing.T) {
+	s := New()
+	r := mustSlot(t, s, 0, shr("db", "r", 5*sec))
+	op := shr("db", "r", 8*sec)
+	op.LockDelay, op.Priority = sec, 3
+	again := mustSlot(t, s, sec, op)
+	if again.Token != r.Token || again.TTL != 8*sec || again.ExpiresAt != 9*sec || again.LockDelay != sec || again.Priority != 3 {
+		t.Fatalf("re-acquire = %+v, want token %d renewed with TTL 8s, lock-delay 1s, priority 3", again, r.Token)
+	}
+}

@@ -634,17 +634,7 @@ func (a *applier) acquire(op Op) Result {
 			if err := owns(l, op.Principal, "acquire"); err != nil {
 				return Result{Err: err}
 			}
-			// Re-acquire by the holder is a renewal: same token, new TTL.
-			old := l
-			l = a.s.update(l, func(l *Lease) {
-				l.TTL = op.TTL
-				l.ExpiresAt = a.now + op.TTL
-				l.LockDelay = op.LockDelay
-				l.Priority = op.Priority
-			})
-			a.s.renewed(old, l)
-			a.removeWaiter(op.Name, op.Holder)
-			return Result{Lease: *l}
+			return a.reacquire(l, op)
 		}
 	}
 	if len(ls) < effectiveLimit(ls[0].Limit) {
@@ -663,16 +653,35 @@ func (a *applier) acquire(op Op) Result {
 			l = o
 		}
 	}
-	held := &HeldError{Name: l.Name, Holder: l.Holder, Token: l.Token, Remaining: l.Remaining(a.now), Limit: l.Limit}
+	return a.held(op, &HeldError{Name: l.Name, Holder: l.Holder, Token: l.Token, Remaining: l.Remaining(a.now), Limit: l.Limit})
+}
+
+// reacquire answers an acquire by the holder of l: a renewal, same
+// token, with the acquire's TTL, lock-delay and priority.
+func (a *applier) reacquire(l *Lease, op Op) Result {
+	old := l
+	l = a.s.update(l, func(l *Lease) {
+		l.TTL = op.TTL
+		l.ExpiresAt = a.now + op.TTL
+		l.LockDelay = op.LockDelay
+		l.Priority = op.Priority
+	})
+	a.s.renewed(old, l)
+	a.removeWaiter(op.Name, op.Holder)
+	return Result{Lease: *l}
+}
+
+// held answers an acquire that finds the name held: it queues op if it
+// waits. A plain try is the holder's answer that it no longer waits: it
+// leaves the queue, or a later release would grant the name to a holder
+// that was told it is held and never learns the token.
+func (a *applier) held(op Op, err *HeldError) Result {
 	if !op.Wait {
-		// A plain try is the holder's answer that it no longer waits:
-		// leave the queue, or a later release would grant the name to a
-		// holder that was told it is held and never learns the token.
 		a.removeWaiter(op.Name, op.Holder)
-		return Result{Err: held}
+		return Result{Err: err}
 	}
 	a.enqueue(op)
-	return Result{Err: held, Queued: true}
+	return Result{Err: err, Queued: true}
 }
 
 func (a *applier) enqueue(op Op) {
