@@ -169,28 +169,3 @@ func (r snapshotResult) v8() bool {
 	}
 	return false
 }
-
-// checkNoPriority refuses a snapshot older than version 8 that has what
-// only version 8 has.
-func (snap *snapshot) checkNoPriority() error {
-	for _, l := range snap.Leases {
-		if l.Priority != 0 {
-			return fmt.Errorf("lease: version %d snapshot has a priority on %q", snap.Version, l.Name)
-		}
-	}
-	for _, q := range snap.Queues {
-		for _, w := range q.Waiters {
-			if w.Priority != 0 {
-				return fmt.Errorf("lease: version %d snapshot has a priority on a waiter of %q", snap.Version, q.Name)
-			}
-		}
-	}
-	for _, ss := range snap.Sessions {
-		for _, r := range ss.Results {
-			if r.v8() {
-				return fmt.Errorf("lease: version %d snapshot has a priority or handoff request in a result of session %q", snap.Version, ss.ID)
-			}
-		}
-	}
-	return nil
-}

@@ -186,18 +186,8 @@ func sessionShared(ss snapshotSession) bool {
 	return false
 }
 
-// checkSharedSnapshot refuses a snapshot older than version 7 with
-// anything shared in it, and shared waiters of a semaphore.
+// checkSharedSnapshot refuses shared waiters of a semaphore.
 func checkSharedSnapshot(snap *snapshot) error {
-	if snap.Version < snapshotV7 {
-		c := &Capture{queues: snap.Queues, sessions: snap.Sessions, history: snap.History}
-		for i := range snap.Leases {
-			c.leases = append(c.leases, &snap.Leases[i])
-		}
-		if c.hasShared() {
-			return fmt.Errorf("lease: version %d snapshot has a shared grant or waiter", snap.Version)
-		}
-	}
 	for _, q := range snap.Queues {
 		for _, w := range q.Waiters {
 			if w.Shared && w.Limit != 0 {

@@ -312,13 +312,20 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if snap.Version < snapshotV1 || snap.Version > snapshotV8 {
 		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV8)
 	}
+	// What a version does not have must not be there: a node of that
+	// version would have dropped it.
+	c := &Capture{queues: snap.Queues, sessions: snap.Sessions, history: snap.History}
+	for i := range snap.Leases {
+		c.leases = append(c.leases, &snap.Leases[i])
+	}
+	if snap.Version < snapshotV7 && c.hasShared() {
+		return nil, fmt.Errorf("lease: version %d snapshot has a shared grant or waiter", snap.Version)
+	}
+	if snap.Version < snapshotV8 && c.usesPriority() {
+		return nil, fmt.Errorf("lease: version %d snapshot has a priority or a handoff request", snap.Version)
+	}
 	if err := checkSharedSnapshot(&snap); err != nil {
 		return nil, err
-	}
-	if snap.Version < snapshotV8 {
-		if err := snap.checkNoPriority(); err != nil {
-			return nil, err
-		}
 	}
 	if snap.Version < snapshotV6 && (snap.HistoryRetention != nil || len(snap.History) > 0) {
 		return nil, fmt.Errorf("lease: version %d snapshot has a lease history", snap.Version)
