@@ -75,7 +75,7 @@ func (l *Lease) Handoff(ctx context.Context, to string) (client.Lease, error) {
 // handoffRequested hands l over to the waiter that asked for it by its
 // priority (see Config.Priority), unless the session keeps its leases.
 func (s *Session) handoffRequested(l *Lease, to string) {
-	if s.cfg.KeepOnHandoffRequest || l.limit > 1 {
+	if s.cfg.KeepOnHandoffRequest {
 		return
 	}
 	s.handoffs.Go(func() {

@@ -55,7 +55,6 @@ type Lease struct {
 	holder string
 	token  uint64
 	ttl    time.Duration
-	limit  int // the semaphore limit of a slot, 0 for a lease
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
@@ -74,7 +73,7 @@ type Lease struct {
 func newLease(s *Session, cl client.Lease, deadline time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
-		s: s, name: cl.Name, holder: s.cfg.Holder, token: cl.Token, ttl: cl.TTL, limit: cl.Limit,
+		s: s, name: cl.Name, holder: s.cfg.Holder, token: cl.Token, ttl: cl.TTL,
 		ctx: ctx, cancel: cancel,
 		state: Held, sent: cl.Sent, deadline: deadline, changed: make(chan struct{}),
 	}

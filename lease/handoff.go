@@ -27,7 +27,8 @@ import "fmt"
 // Priority. An acquire may state a Priority (0 to MaxPriority), kept in
 // its waiter and its grant. The queue stays first come, first served:
 // a release or an expiry grants the first waiter, whatever its
-// priority. Priority only asks: a renewal of a grant (OpRenew) reports,
+// priority. Priority only asks: a renewal of the grant of a plain lease
+// (not a semaphore slot, not a shared grant) (OpRenew) reports,
 // in RenewResult.HandoffRequested, the first of the live waiters with
 // the highest priority when that priority is higher than the grant's,
 // and the holder (the election library does so) may then hand over to
@@ -117,7 +118,12 @@ func (a *applier) handoff(op Op) Result {
 
 // handoffRequest returns the waiter asking the holder of l to hand over:
 // the first live waiter of the highest priority, if higher than l's.
+// Nobody asks for what cannot be handed off: a semaphore slot or a
+// shared grant.
 func (a *applier) handoffRequest(l *Lease) string {
+	if l.Limit > 1 || l.Shared {
+		return ""
+	}
 	best, who := l.Priority, ""
 	for _, w := range a.s.queues[l.Name] {
 		if w.Deadline > a.now && w.Priority > best {

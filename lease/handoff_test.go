@@ -335,3 +335,33 @@ func TestHandoffAndSharedGrants(t *testing.T) {
 		t.Fatalf("waiters %v, want w2 then r3", q)
 	}
 }
+
+// A renewal asks for a handoff only of what can be handed off: not of a
+// semaphore slot, not of a shared grant (a holder that tried would be
+// refused, and its term would already have ended).
+func TestNoHandoffRequestOfSlotsOrSharedGrants(t *testing.T) {
+	for _, first := range []Op{
+		{Type: OpAcquire, Name: "n", Holder: "h", TTL: 10 * sec, Limit: 2},
+		shr("n", "h", 10*sec),
+	} {
+		s := New()
+		l := mustSlot(t, s, 0, first)
+		// A higher priority waits: the other slot or reader taken first,
+		// then an exclusive or same-limit waiter of priority 5.
+		fill := first
+		fill.Holder = "other"
+		mustSlot(t, s, 0, fill)
+		w := acqPrio("n", "high", 5)
+		if first.Limit > 1 {
+			w.Limit = 2
+		}
+		apply(t, s, 0, w)
+		if q := s.Waiters("n"); !slices.Equal(q, []string{"high"}) {
+			t.Fatalf("waiters %v, want high", q)
+		}
+		r, _ := apply1(t, s, sec, Op{Type: OpRenew, Refs: []Ref{{Name: "n", Token: l.Token}}})
+		if len(r.Renewed) != 1 || r.Renewed[0].Err != nil || r.Renewed[0].HandoffRequested != "" {
+			t.Fatalf("renewal of %+v = %+v, want renewed with no handoff request", first, r.Renewed)
+		}
+	}
+}

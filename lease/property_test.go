@@ -302,10 +302,11 @@ func (m *model) op(op Op) Result {
 			ls[i].ExpiresAt = m.now + ls[i].TTL
 			m.leases[ref.Name] = ls
 			// A waiter of a higher priority than the holder's asks
-			// for a handoff: the first of the highest.
+			// for a handoff: the first of the highest; not of a slot
+			// or a shared grant, which cannot be handed off.
 			req, best := "", ls[i].Priority
 			for _, w := range m.queues[ref.Name] {
-				if w.Deadline > m.now && w.Priority > best {
+				if ls[i].Limit <= 1 && !ls[i].Shared && w.Deadline > m.now && w.Priority > best {
 					req, best = w.Holder, w.Priority
 				}
 			}
