@@ -337,13 +337,19 @@ func (c *Client) RenewOne(ctx context.Context, name string, token uint64) (Lease
 // until it is answered: every attempt carries the call's request ID, and a
 // retry of a release that took effect gets that release's outcome.
 func (c *Client) Release(ctx context.Context, name string, token uint64) error {
+	_, _, err := c.release(ctx, &tenurev1.ReleaseRequest{Name: name, Token: token})
+	return notApplied(err)
+}
+
+// release sends req, a release or a handoff, as one call of the client's
+// session (its request ID set here), retried until answered.
+func (c *Client) release(ctx context.Context, req *tenurev1.ReleaseRequest) (*tenurev1.ReleaseResponse, time.Time, error) {
 	id := c.sess.begin()
 	defer c.sess.end(id)
-	req := &tenurev1.ReleaseRequest{Name: name, Token: token, RequestId: id}
-	_, _, err := unaryOrBatched(ctx, c, retryAlways, req,
+	req.RequestId = id
+	return unaryOrBatched(ctx, c, retryAlways, req,
 		leaseService, tenurev1connect.LeaseServiceClient.Release,
 		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Release{Release: req}}, (*tenurev1.BatchResult).GetRelease)
-	return notApplied(err)
 }
 
 // Handoff ends the grant of name with token and, at the same cluster
@@ -360,12 +366,7 @@ func (c *Client) Release(ctx context.Context, name string, token uint64) error {
 // ErrInvalid. It is retried like Release: a retry gets the first
 // attempt's outcome.
 func (c *Client) Handoff(ctx context.Context, name string, token uint64, to string) (Lease, error) {
-	id := c.sess.begin()
-	defer c.sess.end(id)
-	req := &tenurev1.ReleaseRequest{Name: name, Token: token, RequestId: id, Handoff: true, HandoffTo: to}
-	res, sent, err := unaryOrBatched(ctx, c, retryAlways, req,
-		leaseService, tenurev1connect.LeaseServiceClient.Release,
-		&tenurev1.BatchOp{Op: &tenurev1.BatchOp_Release{Release: req}}, (*tenurev1.BatchResult).GetRelease)
+	res, sent, err := c.release(ctx, &tenurev1.ReleaseRequest{Name: name, Token: token, Handoff: true, HandoffTo: to})
 	if err != nil {
 		return Lease{}, notApplied(err)
 	}
