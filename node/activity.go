@@ -60,29 +60,19 @@ func (k ActivityKind) String() string {
 // grant over is ActivityHandedOff.
 func activityOf(ev lease.Event) (ActivityKind, string) {
 	switch ev.Type {
+	case lease.EventGranted:
+		return ActivityGranted, ""
 	case lease.EventReleased:
 		if ev.Reason == lease.HandedOff {
 			return ActivityHandedOff, ""
 		}
 		return ActivityReleased, ""
+	case lease.EventExpired:
+		return ActivityExpired, ""
 	case lease.EventRevoked:
 		return ActivityRevoked, ev.Reason
 	}
-	return activityKindOf(ev.Type), ""
-}
-
-func activityKindOf(t lease.EventType) ActivityKind {
-	switch t {
-	case lease.EventGranted:
-		return ActivityGranted
-	case lease.EventReleased:
-		return ActivityReleased
-	case lease.EventExpired:
-		return ActivityExpired
-	case lease.EventRevoked:
-		return ActivityRevoked
-	}
-	return 0
+	return 0, ""
 }
 
 // Activity is one thing the state machine did, as this node applied it.
