@@ -125,7 +125,8 @@ func (c *cluster) startTenure(ctx context.Context, bins binaries, extra []string
 		if i > 0 {
 			args = append(args, "--join", c.endpoints[0])
 		}
-		p, err := startProc("tenured "+id, bins.tenured, append(args, extra...), filepath.Join(c.dir, id+".log"))
+		args = append(append(args, bins.tenuredFlags...), extra...)
+		p, err := startProc("tenured "+id, bins.tenured, args, filepath.Join(c.dir, id+".log"))
 		if err != nil {
 			return err
 		}

@@ -75,6 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
 	}
+	bins.tenuredFlags = cfg.TenuredFlags
 	s := &suite{cfg: cfg, bins: bins, root: root, log: stderr}
 	runErr := s.runAll(ctx, res)
 	running.killAll()
@@ -121,6 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 		runList  = fs.String("run", "all", "workloads, comma-separated: "+strings.Join(allWorkloads, ",")+"; 'throughput' = lock,contended,grant,renew,write; 'all'")
 		configs  = fs.String("configs", "1x16,3x16,3x1,1x64,3x64,1x16:shared,3x16:shared,3x1:shared", "throughput configurations, NODESxWORKERS[:per-worker|:shared], comma-separated")
 		clients  = fs.String("clients", string(perWorker), "client mode of configurations that name none: per-worker (every worker its own client and connections) or shared (one client for all workers)")
+		tflags   = fs.String("tenured-flags", "", "flags given to every tenured, space-separated (to compare settings: -tenured-flags '--renew-headroom=0')")
 		rounds   = fs.Int("rounds", 3, "rounds of each workload on each system")
 		duration = fs.Duration("duration", 10*time.Second, "measured time of one throughput workload on one system in one round")
 		warmup   = fs.Duration("warmup", time.Second, "unmeasured time before each throughput measurement")
@@ -188,7 +190,7 @@ func parseFlags(args []string, stderr io.Writer) (config, output, error) {
 		def("idle-wait", func() { *idleWait = 5 * time.Second })
 	}
 	cfg := config{Rounds: *rounds, Duration: dur(*duration), Warmup: dur(*warmup), Trials: *trials, Keep: *keep,
-		Idle: idleSetting{MaxOther: *idleMax, Wait: dur(*idleWait)}, Standard: *standard}
+		Idle: idleSetting{MaxOther: *idleMax, Wait: dur(*idleWait)}, Standard: *standard, TenuredFlags: strings.Fields(*tflags)}
 	for f := range strings.SplitSeq(*runList, ",") {
 		switch f = strings.TrimSpace(f); f {
 		case "all":

@@ -113,6 +113,8 @@ var waitFor = tenuredproc.WaitFor
 type binaries struct {
 	etcd    string
 	tenured string
+	// tenuredFlags are given to every tenured (-tenured-flags).
+	tenuredFlags []string
 }
 
 // buildBinaries builds etcd (from the module this one requires) and tenured

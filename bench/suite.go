@@ -25,8 +25,10 @@ type config struct {
 	MemoryN  []int         `json:"memory_leases"`
 	Fleet    []fleetConfig `json:"fleet"`
 	Standard bool          `json:"standard"`
-	Idle     idleSetting   `json:"idle"`
-	Keep     bool          `json:"-"`
+	// TenuredFlags are given to every tenured.
+	TenuredFlags []string    `json:"tenured_flags,omitempty"`
+	Idle         idleSetting `json:"idle"`
+	Keep         bool        `json:"-"`
 }
 
 // idleSetting is when the machine counts as idle before a round.

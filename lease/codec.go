@@ -11,9 +11,12 @@ import (
 // The first byte of an encoded Batch. Version 2 adds the leader's wall
 // clock (Batch.Wall) after the cluster time; a batch without one is
 // written as version 1, byte for byte as before version 2 existed.
+// Version 3 adds the renewal headroom (Batch.Headroom) after the wall
+// clock; a batch without headroom is written as version 1 or 2.
 const (
-	batchVersion     = 1
-	batchVersionWall = 2
+	batchVersion         = 1
+	batchVersionWall     = 2
+	batchVersionHeadroom = 3
 )
 
 // ErrCorrupt is returned by DecodeBatch for bytes that are not a Batch.
@@ -61,17 +64,26 @@ const (
 	// fPriority: after the handoff, an acquire's priority (uvarint).
 	// Added with handoffs.
 	fPriority
+	// fAt: after the priority, an OpTrim's time (zigzag varint). Added
+	// with renewals answered from the leader's memory.
+	fAt
 )
 
 // AppendBatch appends the binary encoding of b to buf.
 func AppendBatch(buf []byte, b Batch) []byte {
-	if b.Wall == 0 {
-		buf = append(buf, batchVersion)
+	switch {
+	case b.Headroom != 0:
+		buf = append(buf, batchVersionHeadroom)
 		buf = binary.AppendVarint(buf, int64(b.Now))
-	} else {
+		buf = binary.AppendVarint(buf, b.Wall)
+		buf = binary.AppendVarint(buf, int64(b.Headroom))
+	case b.Wall != 0:
 		buf = append(buf, batchVersionWall)
 		buf = binary.AppendVarint(buf, int64(b.Now))
 		buf = binary.AppendVarint(buf, b.Wall)
+	default:
+		buf = append(buf, batchVersion)
+		buf = binary.AppendVarint(buf, int64(b.Now))
 	}
 	buf = binary.AppendUvarint(buf, uint64(len(b.Ops)))
 	for _, op := range b.Ops {
@@ -116,6 +128,7 @@ func appendOp(buf []byte, op Op) []byte {
 	set(op.Shared, fShared)
 	set(op.Handoff, fHandoff)
 	set(op.Priority != 0, fPriority)
+	set(op.At != 0, fAt)
 	buf = append(buf, byte(op.Type))
 	buf = binary.AppendUvarint(buf, flags)
 	if flags&fName != 0 {
@@ -176,6 +189,9 @@ func appendOp(buf []byte, op Op) []byte {
 	}
 	if flags&fPriority != 0 {
 		buf = binary.AppendUvarint(buf, uint64(op.Priority))
+	}
+	if flags&fAt != 0 {
+		buf = binary.AppendVarint(buf, int64(op.At))
 	}
 	return buf
 }
@@ -248,13 +264,19 @@ func (d *decoder) count(what string, min int) int {
 // DecodeBatch decodes a Batch encoded by AppendBatch. It never panics; bad
 // input gives an error wrapping ErrCorrupt.
 func DecodeBatch(data []byte) (Batch, error) {
-	if len(data) == 0 || (data[0] != batchVersion && data[0] != batchVersionWall) {
+	if len(data) == 0 || data[0] < batchVersion || data[0] > batchVersionHeadroom {
 		return Batch{}, fmt.Errorf("%w: unknown version", ErrCorrupt)
 	}
 	d := &decoder{buf: data[1:]}
 	b := Batch{Now: time.Duration(d.varint("time"))}
-	if data[0] == batchVersionWall {
+	if data[0] >= batchVersionWall {
 		b.Wall = d.varint("wall clock")
+	}
+	if data[0] >= batchVersionHeadroom {
+		b.Headroom = time.Duration(d.varint("headroom"))
+		if b.Headroom <= 0 {
+			d.fail("headroom")
+		}
 	}
 	n := d.count("op count", 2)
 	if n > 0 {
@@ -284,7 +306,7 @@ func (d *decoder) op() Op {
 		return Op{}
 	}
 	flags := d.uvarint("flags")
-	if flags >= fPriority<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
+	if flags >= fAt<<1 || (flags&fRefTTLs != 0 && flags&fRefs == 0) {
 		d.fail("flags")
 	}
 	if flags&fName != 0 {
@@ -356,6 +378,9 @@ func (d *decoder) op() Op {
 			d.fail("priority")
 		}
 		op.Priority = int(p)
+	}
+	if flags&fAt != 0 {
+		op.At = time.Duration(d.varint("at"))
 	}
 	return op
 }

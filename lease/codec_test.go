@@ -68,6 +68,12 @@ func codecBatches() []Batch {
 			{Type: OpAcquire, Name: "a", Holder: "h", TTL: sec, Wait: true, Priority: 7},
 			{Type: OpAcquire, Name: "a", Holder: "h", TTL: sec, Priority: MaxPriority, LockDelay: sec},
 		}},
+		// Renewal headroom (version 3) and trims (fAt).
+		{Now: 8, Wall: 1, Headroom: 10 * sec, Ops: []Op{
+			{Type: OpTrim, Name: "a", Token: 3, At: 12 * sec},
+			{Type: OpTrim, Name: "b", Token: 4, At: -1},
+		}},
+		{Now: 9, Headroom: 1, Ops: []Op{renew(Ref{Name: "a", Token: 1})}},
 	}
 }
 
@@ -194,7 +200,7 @@ func TestDecodeCorrupt(t *testing.T) {
 		{"op count beyond the input", []byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
 		{"op count one too many", []byte{1, 0, 2, byte(OpExpire), 0}},
 		{"op type 0", []byte{1, 0, 1, 0, 0}},
-		{"op type 15", []byte{1, 0, 1, 15, 0}},
+		{"op type 16", []byte{1, 0, 1, 16, 0}},
 		{"unknown flag", []byte{1, 0, 1, byte(OpExpire), 0x80, 0x20}},
 		{"ref TTLs without refs", []byte{1, 0, 1, byte(OpRenew), 0x80, 0x08, 2}},
 		{"limit missing", []byte{1, 0, 1, byte(OpAcquire), 0x80, 0x10}},
@@ -292,14 +298,16 @@ var goldenBatches = []string{
 
 // goldenLater are the encodings of the later codecBatches (renewal TTLs
 // to lock-delays) as the codec wrote them before handoffs existed, and
-// then of the handoff batch: a batch that does not use a field must
-// encode exactly as before the field was added.
+// then of the handoff batch and the headroom batches: a batch that does
+// not use a field must encode exactly as before the field was added.
 var goldenLater = []string{
 	"01080202c0080201610101620280b09dc2df010002c00c01016303017601",
 	"0100020b000b8001087265706f7274732f",
 	"010a02018710046a6f6273016880a8d6b9070301b710046a6f6273016880a8d6b90780a8d6b907e807",
 	"010c040c81800101610c737475636b20776f726b65720c89e001016109036f70730173020102c3bc018780020161016880a8d6b90780d88ee16f019790030161016880a8d6b90702017201",
 	"010e0403898008016103000389c008016104017303010b63616e6469646174652d32019780100161016880a8d6b90707018780120161016880a8d6b90780a8d6b907c0843d",
+	"0310028090dfc04a020f89802001610380e08bb4590f89802001620401",
+	"0312000201024001016101",
 }
 
 func TestCodecGoldenLater(t *testing.T) {

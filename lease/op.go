@@ -29,6 +29,10 @@ const (
 	// OpHistoryConfig sets the history's retention: Limit terms per
 	// name, for TTL after each ended. The leader proposes it.
 	OpHistoryConfig OpType = 14 // Limit (terms), TTL (age)
+	// OpTrim ends the grant Name/Token at At, a time no earlier than
+	// any the leader promised its holder, when its expiry in the state
+	// is later (see memory.go). The leader proposes it.
+	OpTrim OpType = 15 // Name, Token, At
 )
 
 var opNames = map[OpType]string{
@@ -36,7 +40,7 @@ var opNames = map[OpType]string{
 	OpExpire: "expire", OpGet: "get", OpList: "list", OpPut: "put",
 	OpKVGet: "kv_get", OpDelete: "delete", OpCancelWait: "cancel_wait",
 	OpKVList: "kv_list", OpRevoke: "revoke", OpHistory: "history",
-	OpHistoryConfig: "history_config",
+	OpHistoryConfig: "history_config", OpTrim: "trim",
 }
 
 func (t OpType) String() string {
@@ -109,6 +113,9 @@ type Op struct {
 	// grant: a waiter with a higher priority than the holder's asks the
 	// holder to hand over (see handoff.go). 0 for none.
 	Priority int
+	// At is an OpTrim's time: the latest expiry the leader promised
+	// the grant's holder.
+	At time.Duration
 }
 
 // Batch is the unit of replication: operations stamped with one cluster
@@ -122,7 +129,12 @@ type Batch struct {
 	// records it next to cluster time (history.go); Apply decides
 	// nothing by it.
 	Wall int64
-	Ops  []Op
+	// Headroom, if not zero, gives every grant and renewal in the batch
+	// an expiry later than the one promised to its holder, by the
+	// grant's TTL or Headroom, whichever is shorter, so that the leader
+	// can answer the next renewals from memory (see memory.go).
+	Headroom time.Duration
+	Ops      []Op
 }
 
 // Lease is one grant: of a plain lease, or one slot of a semaphore.
@@ -148,11 +160,26 @@ type Lease struct {
 	Shared bool `json:",omitempty"`
 	// Priority is the grant's priority (see Op.Priority), 0 for none.
 	Priority int `json:",omitempty"`
+	// Promised, if not zero, is the expiry promised to the holder by the
+	// last grant or renewal in the log, earlier than ExpiresAt, which
+	// leaves headroom for renewals answered from the leader's memory
+	// (see memory.go). Zero means ExpiresAt was promised.
+	Promised time.Duration `json:",omitempty"`
 }
 
-// Remaining returns how long the lease has left at cluster time now.
+// Promise returns the expiry promised to the holder: Promised if set,
+// else ExpiresAt.
+func (l Lease) Promise() time.Duration {
+	if l.Promised != 0 {
+		return l.Promised
+	}
+	return l.ExpiresAt
+}
+
+// Remaining returns how long the lease has left at cluster time now, as
+// promised to its holder.
 func (l Lease) Remaining(now time.Duration) time.Duration {
-	if r := l.ExpiresAt - now; r > 0 {
+	if r := l.Promise() - now; r > 0 {
 		return r
 	}
 	return 0
@@ -355,6 +382,8 @@ func (l Limits) Validate(op Op) error {
 		return checkText("name", op.Name, l.MaxNameLen)
 	case OpHistoryConfig:
 		return checkRetention(HistoryRetention{Terms: op.Limit, Age: op.TTL})
+	case OpTrim:
+		return checkText("name", op.Name, l.MaxNameLen)
 	case OpExpire:
 	default:
 		return invalidf("unknown operation %d", op.Type)

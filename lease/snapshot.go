@@ -53,6 +53,11 @@ import (
 // "Priority" of grants and waiters (also of the grants in session
 // results) and the "handoff_requested" of remembered renewals. It is
 // written only when any of them is there (shared grants or not).
+//
+// Version 9 adds renewal headroom (see memory.go): the "Promised" of
+// grants, also of the grants in session results. It is written only when
+// a grant has headroom, so a node that predates it refuses the snapshot
+// instead of promising the headroom too.
 const (
 	snapshotV1 = 1
 	snapshotV2 = 2
@@ -62,6 +67,7 @@ const (
 	snapshotV6 = 6
 	snapshotV7 = 7
 	snapshotV8 = 8
+	snapshotV9 = 9
 )
 
 type snapshot struct {
@@ -217,6 +223,9 @@ func (c *Capture) Write(w io.Writer) error {
 	if c.usesPriority() {
 		version = snapshotV8 // handoff.go
 	}
+	if c.usesHeadroom() {
+		version = snapshotV9 // memory.go
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	ew := &errWriter{w: bw}
 	head, err := json.Marshal(snapshot{Version: version, Now: c.now, LastToken: c.lastToken, Revision: c.revision})
@@ -309,8 +318,8 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := json.NewDecoder(r).Decode(&snap); err != nil {
 		return nil, fmt.Errorf("lease: read snapshot: %w", err)
 	}
-	if snap.Version < snapshotV1 || snap.Version > snapshotV8 {
-		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV8)
+	if snap.Version < snapshotV1 || snap.Version > snapshotV9 {
+		return nil, fmt.Errorf("lease: snapshot version %d is not supported (want %d to %d)", snap.Version, snapshotV1, snapshotV9)
 	}
 	// What a version does not have must not be there: a node of that
 	// version would have dropped it.
@@ -323,6 +332,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	}
 	if snap.Version < snapshotV8 && c.usesPriority() {
 		return nil, fmt.Errorf("lease: version %d snapshot has a priority or a handoff request", snap.Version)
+	}
+	if snap.Version < snapshotV9 && c.usesHeadroom() {
+		return nil, fmt.Errorf("lease: version %d snapshot has renewal headroom", snap.Version)
 	}
 	if err := checkSharedSnapshot(&snap); err != nil {
 		return nil, err

@@ -337,7 +337,7 @@ func (s *State) Apply(b Batch) ([]Result, []Event) {
 	if b.Now > s.now {
 		s.now = b.Now
 	}
-	a := applier{s: s, now: s.now, wall: b.Wall}
+	a := applier{s: s, now: s.now, wall: b.Wall, headroom: b.Headroom}
 	results := make([]Result, len(b.Ops))
 	for i, op := range b.Ops {
 		results[i] = a.apply(op)
@@ -352,7 +352,9 @@ type applier struct {
 	s      *State
 	now    time.Duration
 	wall   int64 // the batch's Wall, for the history's display only
-	events []Event
+	// headroom is the batch's Headroom (see memory.go).
+	headroom time.Duration
+	events   []Event
 }
 
 func (a *applier) emit(t EventType, l Lease) {
@@ -419,6 +421,8 @@ func (a *applier) applyOp(op Op) Result {
 		return Result{Terms: a.s.history.visible(op.Name, a.now)}
 	case OpHistoryConfig:
 		return a.setRetention(op)
+	case OpTrim:
+		return a.trim(op) // memory.go
 	case OpKVList:
 		var out []Entry
 		for _, key := range sortedKeys(a.s.kv) {
@@ -533,13 +537,13 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int, princ
 		Token:     a.s.lastToken,
 		TTL:       ttl,
 		GrantedAt: a.now,
-		ExpiresAt: a.now + ttl,
 		Limit:     limit,
 		Principal: unique.Make(principal).Value(),
 		LockDelay: lockDelay,
 		Shared:    shared,
 		Priority:  priority,
 	}
+	a.extend(l, ttl)
 	a.s.leases.set(name, append(a.s.leases.get(name), l))
 	a.s.pushExpiry(l)
 	a.emit(EventGranted, *l)
@@ -662,7 +666,7 @@ func (a *applier) reacquire(l *Lease, op Op) Result {
 	old := l
 	l = a.s.update(l, func(l *Lease) {
 		l.TTL = op.TTL
-		l.ExpiresAt = a.now + op.TTL
+		a.extend(l, op.TTL)
 		l.LockDelay = op.LockDelay
 		l.Priority = op.Priority
 	})
@@ -776,7 +780,7 @@ func (a *applier) renew(op Op) Result {
 			if r.TTL != 0 {
 				l.TTL = r.TTL
 			}
-			l.ExpiresAt = a.now + l.TTL
+			a.extend(l, l.TTL)
 		})
 		a.s.renewed(old, l)
 		res[i].Lease = *l

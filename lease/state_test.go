@@ -866,7 +866,7 @@ func TestValidate(t *testing.T) {
 		{"cancel wait without a name", Op{Type: OpCancelWait, Holder: "h"}, "name"},
 		{"expire", Op{Type: OpExpire}, ""},
 		{"unknown type", Op{Type: 0}, "unknown"},
-		{"unknown type 15", Op{Type: 15, Name: "a"}, "unknown"},
+		{"unknown type 16", Op{Type: 16, Name: "a"}, "unknown"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := lim.Validate(tc.op)

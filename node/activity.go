@@ -254,22 +254,42 @@ func (a *activityLog) record(index uint64, wall time.Time, st *lease.State, ops 
 			a.write(index, st, now, wall, op, res)
 		}
 	}
-	if renewed > 0 {
-		sec := now.Truncate(time.Second)
-		b := &a.renewals[(sec/time.Second)%renewalSeconds]
-		if b.Second != sec {
-			*b = RenewalCount{Second: sec}
-		}
-		b.Count += renewed
-	}
+	a.countRenewals(now, renewed)
 	if a.seq != recorded && a.nsubs.Load() > 0 {
 		a.wake()
 	}
 }
 
+// countRenewals counts renewed renewals at cluster time now.
+func (a *activityLog) countRenewals(now time.Duration, renewed uint64) {
+	if renewed == 0 {
+		return
+	}
+	sec := now.Truncate(time.Second)
+	b := &a.renewals[(sec/time.Second)%renewalSeconds]
+	if b.Second != sec {
+		*b = RenewalCount{Second: sec}
+	}
+	b.Count += renewed
+}
+
+// renewal notes the renewal of l, until the expiry promised its holder.
 func (a *activityLog) renewal(l *lease.Lease) {
 	a.renewedSeq++
-	a.renewed[(a.renewedSeq-1)%renewalRingSize] = Renewal{Name: l.Name, Token: l.Token, ExpiresAt: l.ExpiresAt}
+	a.renewed[(a.renewedSeq-1)%renewalRingSize] = Renewal{Name: l.Name, Token: l.Token, ExpiresAt: l.Promise()}
+}
+
+// memoryRenewals notes the renewals results the leader answered from
+// memory at cluster time now.
+func (a *activityLog) memoryRenewals(now time.Duration, results []lease.Result) {
+	var renewed uint64
+	for i := range results {
+		for j := range results[i].Renewed {
+			renewed++
+			a.renewal(&results[i].Renewed[j].Lease)
+		}
+	}
+	a.countRenewals(now, renewed)
 }
 
 func (a *activityLog) write(index uint64, st *lease.State, now time.Duration, wall time.Time, op *lease.Op, res *lease.Result) {

@@ -82,6 +82,15 @@ type Config struct {
 	// lease.DefaultHistoryRetention() (16 terms, 24h).
 	History lease.HistoryRetention
 
+	// RenewHeadroom, if positive, lets the leader answer renewals from
+	// memory: every grant and renewal in the log is kept for up to
+	// min(TTL, RenewHeadroom) past what its holder is told, and a renewal
+	// that fits in that is answered without a log entry (see memory.go).
+	// A lease nobody renews still ends when its holder was told, except
+	// after a failover, when it may be kept that much longer. 0 puts every
+	// renewal in the log. Default 0.
+	RenewHeadroom time.Duration
+
 	// ClockRate scales the monotonic clock this node stamps cluster time
 	// with while it leads. 1 is real time. Only the fault harness changes
 	// it, to simulate clock-rate skew. Default 1.
@@ -161,6 +170,8 @@ func (c *Config) Validate() error {
 		return errors.New("node: batch size and in-flight limit must be positive")
 	case c.ClockRate <= 0:
 		return errors.New("node: clock rate must be positive")
+	case c.RenewHeadroom < 0:
+		return fmt.Errorf("node: renewal headroom %s is negative", c.RenewHeadroom)
 	case c.Limits.MaxTTL < c.Limits.MinTTL:
 		return errors.New("node: maximum TTL is below the minimum")
 	case c.History != (lease.HistoryRetention{}):

@@ -52,3 +52,6 @@ func (n *Node) FSMApplied() uint64 {
 	defer n.fsm.mu.RUnlock()
 	return n.fsm.applied
 }
+
+// lead returns n's published leader term, or nil.
+func (n *Node) lead() *leaderTerm { return n.term.Load() }

@@ -20,7 +20,7 @@ func TestLastTryKeepsTheCall(t *testing.T) {
 	v := reflect.ValueOf(op)
 	for i := range v.NumField() {
 		switch f := v.Type().Field(i); f.Name {
-		case "Token", "Refs", "Prefix", "Key", "Value", "Reason", "Handoff", "HandoffTo":
+		case "Token", "Refs", "Prefix", "Key", "Value", "Reason", "Handoff", "HandoffTo", "At":
 			// Not an acquire's.
 		default:
 			if v.Field(i).IsZero() {

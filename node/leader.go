@@ -22,6 +22,10 @@ type leaderTerm struct {
 	// ctx ends when the term does; cancel ends it.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// mem is what the term promised the holders of grants, verify
+	// confirms its leadership for renewals from memory (memory.go).
+	mem    *memory
+	verify verifier
 }
 
 // clusterNow returns the cluster time to stamp the next batch with:
@@ -71,7 +75,7 @@ func (n *Node) watchLeadership() {
 				continue
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			cur = &leaderTerm{ctx: ctx, cancel: cancel}
+			cur = &leaderTerm{ctx: ctx, cancel: cancel, mem: newMemory()}
 			t := cur
 			wg.Go(func() { n.takeOver(t) })
 		}
@@ -184,6 +188,21 @@ func (n *Node) expirer(t *leaderTerm) {
 		if at, ok := n.fsm.nextHistorySweep(); ok {
 			wait = min(wait, time.Duration(float64(at-n.clusterNow(t))/n.cfg.ClockRate))
 		}
+		if at, ok := t.mem.next(); ok {
+			d := time.Duration(float64(at-n.clusterNow(t)) / n.cfg.ClockRate)
+			if d <= 0 {
+				if err := n.trim(t); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					n.log.Warn("proposing trims failed", "err", err)
+					d = 50 * time.Millisecond
+				} else {
+					continue
+				}
+			}
+			wait = min(wait, d)
+		}
 		if wait <= 0 {
 			if _, err := n.Do(ctx, lease.Op{Type: lease.OpExpire}); err != nil {
 				if ctx.Err() != nil {
@@ -265,6 +284,7 @@ func (n *Node) caughtUp(id raft.ServerID, seen map[raft.ServerID]int) bool {
 // onApply runs on the FSM goroutine, under the FSM lock, after each batch.
 func (n *Node) onApply(index uint64, now time.Duration, events []lease.Event) {
 	n.metrics.observe(events)
+	n.noteGrants(events)
 	n.hub.publish(index, events)
 	select {
 	case n.kick <- struct{}{}:

@@ -14,6 +14,8 @@ type metrics struct {
 	batchOps     prometheus.Histogram
 	dropped      prometheus.Counter
 	watchResets  prometheus.Counter
+	// memoryRenewals counts calls answered from the leader's memory.
+	memoryRenewals prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,6 +41,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "tenure", Name: "watch_resets_total",
 			Help: "Watch streams ended because this node installed a snapshot.",
 		}),
+		memoryRenewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "tenure", Name: "memory_renewals_total",
+			Help: "Renewal calls the leader answered from memory, within the headroom the log gave their grants.",
+		}),
 		batchOps: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "tenure", Name: "batch_ops",
 			Help:    "Operations coalesced into one raft entry.",
@@ -49,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.events.WithLabelValues(t.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.events, m.isLeader, m.applyLatency, m.batchOps, m.dropped, m.watchResets)
+		reg.MustRegister(m.events, m.isLeader, m.applyLatency, m.batchOps, m.dropped, m.watchResets, m.memoryRenewals)
 	}
 	return m
 }

@@ -46,6 +46,7 @@ type proposalResult struct {
 type inflight struct {
 	future raft.ApplyFuture
 	props  []*proposal
+	term   *leaderTerm // that proposed it
 }
 
 // Do proposes ops as part of the next batch and returns their results once
@@ -53,8 +54,14 @@ type inflight struct {
 // serves it; elsewhere it returns ErrNotLeader. If ctx ends first the
 // outcome is unknown: the ops may still be applied.
 func (n *Node) Do(ctx context.Context, ops ...lease.Op) ([]lease.Result, error) {
-	if n.term.Load() == nil {
+	t := n.term.Load()
+	if t == nil {
 		return nil, ErrNotLeader
+	}
+	if n.cfg.RenewHeadroom > 0 && onlyRenewals(ops) {
+		if res, ok, err := n.renewFromMemory(ctx, t, ops); ok {
+			return res, err
+		}
 	}
 	p := &proposal{ctx: ctx, ops: ops, size: opsSize(ops), start: time.Now(), done: make(chan proposalResult, 1)}
 	select {
@@ -126,14 +133,14 @@ func (n *Node) proposer() {
 		}
 		// Wall is for display only (the lease history): nothing is
 		// decided by it.
-		b := lease.Batch{Now: n.clusterNow(t), Wall: time.Now().UnixNano(), Ops: make([]lease.Op, 0, nops)}
+		b := lease.Batch{Now: n.clusterNow(t), Wall: time.Now().UnixNano(), Headroom: n.cfg.RenewHeadroom, Ops: make([]lease.Op, 0, nops)}
 		for _, p := range props {
 			b.Ops = append(b.Ops, p.ops...)
 		}
 		f := n.raft.Apply(appendTermBatch(nil, t.term, b), n.cfg.ApplyTimeout)
 		n.metrics.batchOps.Observe(float64(nops))
 		select {
-		case n.inflight <- &inflight{future: f, props: props}:
+		case n.inflight <- &inflight{future: f, props: props, term: t}:
 		case <-n.closing:
 			fail(props, ErrClosed)
 			if next != nil {
@@ -201,6 +208,7 @@ func (n *Node) completer() {
 		i := 0
 		now := time.Now()
 		for _, p := range in.props {
+			n.notePromises(in.term, p.ops, ar.results[i:i+len(p.ops)])
 			p.done <- proposalResult{results: ar.results[i : i+len(p.ops)]}
 			i += len(p.ops)
 			n.metrics.applyLatency.Observe(now.Sub(p.start).Seconds())

@@ -141,7 +141,7 @@ type uiLease struct {
 
 func toUILease(l lease.Lease) uiLease {
 	return uiLease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: ms(l.TTL),
-		GrantedAt: ms(l.GrantedAt), ExpiresAt: ms(l.ExpiresAt), Limit: l.Limit, Shared: l.Shared}
+		GrantedAt: ms(l.GrantedAt), ExpiresAt: ms(l.Promise()), Limit: l.Limit, Shared: l.Shared}
 }
 
 type uiActivity struct {
@@ -298,7 +298,7 @@ func (s *Server) renewedSince(seq uint64, prefix string) ([]uiExpiry, uint64) {
 	if !complete {
 		ls, _ := s.ui.LiveLeases(prefix)
 		for _, l := range ls {
-			out = append(out, uiExpiry{Name: l.Name, Token: l.Token, ExpiresAt: ms(l.ExpiresAt)})
+			out = append(out, uiExpiry{Name: l.Name, Token: l.Token, ExpiresAt: ms(l.Promise())})
 		}
 		return out, next
 	}

@@ -54,6 +54,7 @@ type options struct {
 	snapInterval  time.Duration
 	historyTerms  int
 	historyAge    time.Duration
+	headroom      time.Duration
 	resetDataDir  bool
 	rec           recovery
 	pprofListen   string
@@ -119,6 +120,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.snapInterval, "snapshot-interval", node.DefaultConfig().SnapshotInterval, "how often to check whether a snapshot is due")
 	fs.IntVar(&o.historyTerms, "history-terms", lease.DefaultHistoryRetention().Terms, "ended terms the lease history keeps per name (held ones besides); 0 keeps none.\nThe leader's setting applies to every member: set the same on all")
 	fs.DurationVar(&o.historyAge, "history-age", lease.DefaultHistoryRetention().Age, "how long, in cluster time, the lease history keeps a term after it ended")
+	fs.DurationVar(&o.headroom, "renew-headroom", 0, "answer renewals from the leader's memory: keep every lease up to min(TTL, this) past\nwhat its holder is told, and log a renewal only when that runs out. A lease nobody renews\nstill ends on time, but after a failover it may be kept this much longer (docs/time.md).\n0 logs every renewal")
 	o.rec.register(fs)
 	o.sec.register(fs)
 	fs.Float64Var(&o.clockRate, faultClockRateFlag, 1, "FAULT INJECTION: scale this node's monotonic clock (breaks the time guarantees)")
@@ -193,6 +195,9 @@ func checkOptions(o *options) error {
 	}
 	if o.snapThreshold == 0 {
 		return fmt.Errorf("--snapshot-threshold must be positive")
+	}
+	if o.headroom < 0 || o.headroom > lease.DefaultLimits().MaxTTL {
+		return fmt.Errorf("--renew-headroom %s: want 0 (off) up to the maximum TTL %s", o.headroom, lease.DefaultLimits().MaxTTL)
 	}
 	if err := lease.DefaultLimits().Validate(lease.HistoryConfigOp(lease.HistoryRetention{Terms: o.historyTerms, Age: o.historyAge})); err != nil {
 		return fmt.Errorf("--history-terms %d --history-age %s: %w", o.historyTerms, o.historyAge, err)
@@ -345,6 +350,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger, stderr io.Writer) 
 	cfg.TrailingLogs = o.trailingLogs
 	cfg.SnapshotInterval = o.snapInterval
 	cfg.History = lease.HistoryRetention{Terms: o.historyTerms, Age: o.historyAge}
+	cfg.RenewHeadroom = o.headroom
 	cfg.Logger = log
 	cfg.RaftLogLevel = o.raftLogLevel
 	cfg.PeerProgress = func(ctx context.Context, addr string) (node.PeerProgress, error) {
