@@ -71,10 +71,10 @@ func TestSharedLocks(t *testing.T) {
 		mustCode(t, 0, cli(t, ep, "kv", "put", fmt.Sprintf("fill/%d", i), "v", "--lease", "fill", "--token",
 			fmt.Sprint(acquireJSON(t, ep, "fill", "--holder", "f", "--ttl", "1m").Token)), "fill the log")
 	}
-	eventually(t, "a version 7 snapshot with the readers and waiters", 20*time.Second, func() error {
+	eventually(t, "a snapshot with the readers and waiters", 20*time.Second, func() error {
 		files, _ := filepath.Glob(filepath.Join(s.dataDir, "snapshots", "*", "state.bin"))
 		for _, f := range files {
-			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(`"version":7`)) && bytes.Contains(b, []byte(`"Holder":"r3"`)) {
+			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(`"Shared":true`)) && bytes.Contains(b, []byte(`"Holder":"r3"`)) {
 				return nil
 			}
 		}

@@ -156,9 +156,12 @@ type RenewalCount struct {
 // Renewal is one applied renewal of a grant, with its new expiry (cluster
 // time).
 type Renewal struct {
-	Name      string
-	Token     uint64
+	Name  string
+	Token uint64
+	// ExpiresAt is when the cluster keeps the grant until after the
+	// renewal, Promised what its holder was told (lease.Lease).
 	ExpiresAt time.Duration
+	Promised  time.Duration
 }
 
 // The bounds of the activity log: the ring of recent activity, how many
@@ -273,10 +276,10 @@ func (a *activityLog) countRenewals(now time.Duration, renewed uint64) {
 	b.Count += renewed
 }
 
-// renewal notes the renewal of l, until the expiry promised its holder.
+// renewal notes the renewal of l.
 func (a *activityLog) renewal(l *lease.Lease) {
 	a.renewedSeq++
-	a.renewed[(a.renewedSeq-1)%renewalRingSize] = Renewal{Name: l.Name, Token: l.Token, ExpiresAt: l.Promise()}
+	a.renewed[(a.renewedSeq-1)%renewalRingSize] = Renewal{Name: l.Name, Token: l.Token, ExpiresAt: l.ExpiresAt, Promised: l.Promise()}
 }
 
 // memoryRenewals notes the renewals results the leader answered from

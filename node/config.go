@@ -15,6 +15,11 @@ import (
 	"github.com/tenure-io/tenure/lease"
 )
 
+// DefaultRenewHeadroom is tenured's --renew-headroom: long enough that
+// most renewals of a lease with a TTL up to 10s come from memory, short
+// enough that an abandoned lease outlives a failover by at most 10s.
+const DefaultRenewHeadroom = 10 * time.Second
+
 // Config configures a Node. Start from DefaultConfig.
 type Config struct {
 	// ID is the node's raft server ID. Default: the advertised raft
@@ -88,7 +93,7 @@ type Config struct {
 	// that fits in that is answered without a log entry (see memory.go).
 	// A lease nobody renews still ends when its holder was told, except
 	// after a failover, when it may be kept that much longer. 0 puts every
-	// renewal in the log. Default 0.
+	// renewal in the log. Default DefaultRenewHeadroom.
 	RenewHeadroom time.Duration
 
 	// ClockRate scales the monotonic clock this node stamps cluster time
@@ -150,6 +155,7 @@ func DefaultConfig() Config {
 		MaxInflight:        4,
 		ApplyTimeout:       10 * time.Second,
 		History:            lease.DefaultHistoryRetention(),
+		RenewHeadroom:      DefaultRenewHeadroom,
 		ClockRate:          1,
 		RaftLogLevel:       "warn",
 	}

@@ -139,9 +139,22 @@ type uiLease struct {
 	Shared    bool     `json:"shared,omitempty"`
 }
 
-func toUILease(l lease.Lease) uiLease {
+func toUILease(l lease.Lease, leader bool) uiLease {
 	return uiLease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: ms(l.TTL),
-		GrantedAt: ms(l.GrantedAt), ExpiresAt: ms(l.Promise()), Limit: l.Limit, Shared: l.Shared}
+		GrantedAt: ms(l.GrantedAt), ExpiresAt: ms(shownExpiry(l.Promise(), l.ExpiresAt, leader)), Limit: l.Limit, Shared: l.Shared}
+}
+
+// shownExpiry is the expiry the dashboard shows of a grant promised to
+// its holder until promised and kept by the cluster until kept: the
+// promise on the leader, which knows the renewals it answered from
+// memory (docs/time.md), and on a follower, which knows only those in
+// the log, the time the cluster keeps the grant until, so that a grant
+// renewed from memory never shows as run out there.
+func shownExpiry(promised, kept time.Duration, leader bool) time.Duration {
+	if leader {
+		return promised
+	}
+	return kept
 }
 
 type uiActivity struct {
@@ -222,7 +235,7 @@ func (s *Server) snapshot(w *node.Watch, prefix string) uiSnapshot {
 		Status:     uiStatusShort{State: st.State, LeaderID: st.LeaderID, Term: st.Term},
 	}
 	for _, l := range w.Current {
-		ul := toUILease(l)
+		ul := toUILease(l, s.node.IsLeader())
 		ul.Waiters = waiters[l.Name]
 		snap.Leases = append(snap.Leases, ul)
 	}
@@ -294,11 +307,12 @@ type uiExpiry struct {
 // expiry instead.
 func (s *Server) renewedSince(seq uint64, prefix string) ([]uiExpiry, uint64) {
 	rs, next, complete := s.ui.RenewedSince(seq, prefix)
+	leader := s.node.IsLeader()
 	var out []uiExpiry
 	if !complete {
 		ls, _ := s.ui.LiveLeases(prefix)
 		for _, l := range ls {
-			out = append(out, uiExpiry{Name: l.Name, Token: l.Token, ExpiresAt: ms(l.Promise())})
+			out = append(out, uiExpiry{Name: l.Name, Token: l.Token, ExpiresAt: ms(shownExpiry(l.Promise(), l.ExpiresAt, leader))})
 		}
 		return out, next
 	}
@@ -310,11 +324,11 @@ func (s *Server) renewedSince(seq uint64, prefix string) ([]uiExpiry, uint64) {
 	for _, r := range rs {
 		g := grant{r.Name, r.Token}
 		if i, ok := at[g]; ok {
-			out[i].ExpiresAt = ms(r.ExpiresAt)
+			out[i].ExpiresAt = ms(shownExpiry(r.Promised, r.ExpiresAt, leader))
 			continue
 		}
 		at[g] = len(out)
-		out = append(out, uiExpiry{Name: r.Name, Token: r.Token, ExpiresAt: ms(r.ExpiresAt)})
+		out = append(out, uiExpiry{Name: r.Name, Token: r.Token, ExpiresAt: ms(shownExpiry(r.Promised, r.ExpiresAt, leader))})
 	}
 	return out, next
 }
@@ -402,7 +416,7 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			batch := []uiLeaseEvent{toUILeaseEvent(ev)}
+			batch := []uiLeaseEvent{toUILeaseEvent(ev, s.node.IsLeader())}
 		drain:
 			for len(batch) < maxBurst {
 				select {
@@ -410,7 +424,7 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 					if !ok {
 						break drain
 					}
-					batch = append(batch, toUILeaseEvent(ev))
+					batch = append(batch, toUILeaseEvent(ev, s.node.IsLeader()))
 				default:
 					break drain
 				}
@@ -447,8 +461,8 @@ func (s *Server) uiStream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func toUILeaseEvent(ev node.WatchEvent) uiLeaseEvent {
-	return uiLeaseEvent{Type: ev.Type.String(), Index: ev.Index, At: ms(ev.At), Lease: toUILease(ev.Lease)}
+func toUILeaseEvent(ev node.WatchEvent, leader bool) uiLeaseEvent {
+	return uiLeaseEvent{Type: ev.Type.String(), Index: ev.Index, At: ms(ev.At), Lease: toUILease(ev.Lease, leader)}
 }
 
 type uiTerm struct {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/internal/testcluster"
@@ -199,8 +200,11 @@ func TestUIStreamOnFollower(t *testing.T) {
 	if len(h.Stale) != 1 || h.Stale[0].Token != ta || h.Stale[0].Current != tb {
 		t.Errorf("stale = %+v, want token %d refused while %d held", h.Stale, ta, tb)
 	}
-	// A renewal of B's grant reaches the page with the next tick: its
-	// new expiry (the Watch stream carries no renewals).
+	// A renewal of B's grant in the log reaches the page with the next
+	// tick: its new expiry (the Watch stream carries no renewals). It
+	// changes the TTL, so that it goes to the log: one the leader
+	// answers from memory is not seen here, and changes nothing a
+	// follower shows (it shows when the cluster keeps the grant until).
 	var state struct {
 		Leases []struct {
 			Name      string
@@ -212,7 +216,7 @@ func TestUIStreamOnFollower(t *testing.T) {
 	if err := json.Unmarshal(body, &state); err != nil || len(state.Leases) != 1 || state.Leases[0].Token != tb {
 		t.Fatalf("state = %s (%v), want B's grant", body, err)
 	}
-	if _, err := leader.lease.Renew(ctx, connect.NewRequest(&tenurev1.RenewRequest{Leases: []*tenurev1.LeaseRef{{Name: "ui/fenced", Token: tb}}})); err != nil {
+	if _, err := leader.lease.Renew(ctx, connect.NewRequest(&tenurev1.RenewRequest{Leases: []*tenurev1.LeaseRef{{Name: "ui/fenced", Token: tb, Ttl: durationpb.New(3 * time.Second)}}})); err != nil {
 		t.Fatal(err)
 	}
 	data = waitSSE(t, events, "tick", func(d string) bool { return strings.Contains(d, `"renewed":[`) })

@@ -120,7 +120,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.snapInterval, "snapshot-interval", node.DefaultConfig().SnapshotInterval, "how often to check whether a snapshot is due")
 	fs.IntVar(&o.historyTerms, "history-terms", lease.DefaultHistoryRetention().Terms, "ended terms the lease history keeps per name (held ones besides); 0 keeps none.\nThe leader's setting applies to every member: set the same on all")
 	fs.DurationVar(&o.historyAge, "history-age", lease.DefaultHistoryRetention().Age, "how long, in cluster time, the lease history keeps a term after it ended")
-	fs.DurationVar(&o.headroom, "renew-headroom", 0, "answer renewals from the leader's memory: keep every lease up to min(TTL, this) past\nwhat its holder is told, and log a renewal only when that runs out. A lease nobody renews\nstill ends on time, but after a failover it may be kept this much longer (docs/time.md).\n0 logs every renewal")
+	fs.DurationVar(&o.headroom, "renew-headroom", node.DefaultConfig().RenewHeadroom, "answer renewals from the leader's memory: keep every lease up to min(TTL, this) past\nwhat its holder is told, and log a renewal only when that runs out. A lease nobody renews\nstill ends on time, but after a failover it may be kept this much longer (docs/time.md).\n0 logs every renewal")
 	o.rec.register(fs)
 	o.sec.register(fs)
 	fs.Float64Var(&o.clockRate, faultClockRateFlag, 1, "FAULT INJECTION: scale this node's monotonic clock (breaks the time guarantees)")
