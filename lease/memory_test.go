@@ -2,9 +2,13 @@ package lease
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 // applyH applies ops as one batch at now with headroom h.
@@ -187,4 +191,129 @@ func snapshotVersion(t *testing.T, s *State) int {
 		t.Fatal(err)
 	}
 	return head.Version
+}
+
+// TestHeadroomNeverBreaksAPromise drives a state the way a leader that
+// renews from memory does: grants and renewals in the log with random
+// headroom, renewals from memory where MemoryRenewal allows them, trims
+// at the last promise the leader knows, releases, expiries and failovers
+// (the new leader knows no promise of the old one). However the steps
+// fall, no grant ends by expiry before the latest promise made to its
+// holder, from the log or from memory, and no renewal from memory is
+// allowed for a grant that has ended.
+func TestHeadroomNeverBreaksAPromise(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		type key struct {
+			name  string
+			token uint64
+		}
+		s := New()
+		var now time.Duration
+		promise := map[key]time.Duration{} // every promise made, by any leader
+		known := map[key]time.Duration{}   // the current leader's
+		ended := map[key]bool{}
+		// A promise in the log replaces the ones before (an acquire or
+		// renewal with a shorter TTL promises less, and the holder goes
+		// by the last answer); the leader keeps the latest of all, as
+		// the node does.
+		note := func(k key, at time.Duration, logged bool) {
+			if logged {
+				promise[k] = at
+			} else {
+				promise[k] = max(promise[k], at)
+			}
+			known[k] = max(known[k], at)
+		}
+		apply := func(h time.Duration, ops ...Op) []Result {
+			res, ev := s.Apply(Batch{Now: now, Headroom: h, Ops: ops})
+			for _, e := range ev {
+				k := key{e.Lease.Name, e.Lease.Token}
+				switch e.Type {
+				case EventGranted:
+					note(k, e.Lease.Promise(), true)
+				case EventExpired:
+					if e.Lease.ExpiresAt < promise[k] {
+						t.Fatalf("%+v expired at %s, before its promise %s", e.Lease, e.Lease.ExpiresAt, promise[k])
+					}
+					ended[k] = true
+					delete(known, k)
+				default:
+					ended[k] = true
+					delete(known, k)
+				}
+			}
+			for i, r := range res {
+				switch ops[i].Type {
+				case OpAcquire:
+					if r.Err == nil {
+						note(key{r.Lease.Name, r.Lease.Token}, r.Lease.Promise(), true)
+					}
+				case OpRenew:
+					for _, rr := range r.Renewed {
+						if rr.Err == nil {
+							note(key{rr.Lease.Name, rr.Lease.Token}, rr.Lease.Promise(), true)
+						}
+					}
+				}
+			}
+			return res
+		}
+		grants := func() []Lease { return s.Leases("") }
+		for range rapid.IntRange(1, 80).Draw(t, "steps") {
+			now += rapid.SampledFrom([]time.Duration{0, 100 * time.Millisecond, 700 * time.Millisecond, sec, 3 * sec}).Draw(t, "tick")
+			h := rapid.SampledFrom([]time.Duration{0, sec, 2 * sec, 10 * sec}).Draw(t, "headroom")
+			name := rapid.SampledFrom([]string{"a", "b"}).Draw(t, "name")
+			holder := rapid.SampledFrom([]string{"h1", "h2", "h3"}).Draw(t, "holder")
+			ttl := rapid.SampledFrom([]time.Duration{sec, 2 * sec, 3 * sec}).Draw(t, "ttl")
+			held := grants()
+			var g Lease
+			if len(held) > 0 {
+				g = rapid.SampledFrom(held).Draw(t, "grant")
+			}
+			switch rapid.IntRange(0, 6).Draw(t, "step") {
+			case 0:
+				apply(h, Op{Type: OpAcquire, Name: name, Holder: holder, TTL: ttl, Wait: true, WaitTimeout: 20 * sec})
+			case 1:
+				if g.Token != 0 {
+					apply(h, renew(Ref{Name: g.Name, Token: g.Token}))
+				}
+			case 2:
+				if g.Token != 0 {
+					if l, ok := s.MemoryRenewal(Ref{Name: g.Name, Token: g.Token}, "", now); ok {
+						k := key{l.Name, l.Token}
+						if ended[k] {
+							t.Fatalf("renewed %+v from memory after it ended", l)
+						}
+						note(k, now+l.TTL, false)
+					}
+				}
+			case 3:
+				// The leader trims what it promised and is past.
+				var ops []Op
+				for k, at := range known {
+					if at <= now {
+						ops = append(ops, Op{Type: OpTrim, Name: k.name, Token: k.token, At: at})
+					}
+				}
+				slices.SortFunc(ops, func(x, y Op) int { return cmp.Compare(x.Token, y.Token) })
+				if len(ops) > 0 && rapid.Bool().Draw(t, "renewal before the trim") {
+					// A renewal in the log that was proposed
+					// before the trims and lands first.
+					apply(h, renew(Ref{Name: ops[0].Name, Token: ops[0].Token}))
+				}
+				if len(ops) > 0 {
+					apply(h, ops...)
+				}
+			case 4:
+				apply(h, Op{Type: OpExpire})
+			case 5:
+				if g.Token != 0 {
+					apply(h, rel(g.Name, g.Token))
+				}
+			case 6:
+				// A failover: the new leader knows no promise.
+				clear(known)
+			}
+		}
+	})
 }

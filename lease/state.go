@@ -349,9 +349,9 @@ func (s *State) Apply(b Batch) ([]Result, []Event) {
 }
 
 type applier struct {
-	s      *State
-	now    time.Duration
-	wall   int64 // the batch's Wall, for the history's display only
+	s    *State
+	now  time.Duration
+	wall int64 // the batch's Wall, for the history's display only
 	// headroom is the batch's Headroom (see memory.go).
 	headroom time.Duration
 	events   []Event
