@@ -3,6 +3,8 @@ package node
 import (
 	"container/heap"
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -249,6 +251,58 @@ func (n *Node) notePromises(t *leaderTerm, ops []lease.Op, results []lease.Resul
 	m.mu.Unlock()
 	if kick {
 		n.kickExpirer()
+	}
+}
+
+// showPromises makes the reads among results (OpGet, OpList, and the
+// holder reported by an OpAcquire that found the name held) report the
+// latest promise term t made their grants from memory, which the state
+// does not know: otherwise a lease renewed from memory would show less
+// time left than its holder has. Nothing shared with the state is
+// changed: results of remembered calls share their slices with it.
+func (n *Node) showPromises(t *leaderTerm, ops []lease.Op, results []lease.Result) {
+	if t == nil || n.cfg.RenewHeadroom <= 0 {
+		return
+	}
+	m := t.mem
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.promised) == 0 {
+		return
+	}
+	later := func(l *lease.Lease) bool {
+		at, ok := m.promised[grantKey{l.Name, l.Token}]
+		if !ok || at <= l.Promise() || at > l.ExpiresAt {
+			return false
+		}
+		l.Promised = at
+		return true
+	}
+	for i := range results {
+		r := &results[i]
+		switch ops[i].Type {
+		case lease.OpGet, lease.OpList:
+			if r.Err == nil && ops[i].Type == lease.OpGet {
+				later(&r.Lease)
+			}
+			ls := slices.Clone(r.Leases)
+			changed := false
+			for j := range ls {
+				changed = later(&ls[j]) || changed
+			}
+			if changed {
+				r.Leases = ls
+			}
+		case lease.OpAcquire:
+			if held, ok := errors.AsType[*lease.HeldError](r.Err); ok && !held.LockDelay {
+				at, ok := m.promised[grantKey{held.Name, held.Token}]
+				if ok && at-r.Now > held.Remaining {
+					h := *held
+					h.Remaining = at - r.Now
+					r.Err = &h
+				}
+			}
+		}
 	}
 }
 

@@ -55,6 +55,32 @@ func TestRenewFromMemory(t *testing.T) {
 	if got := n.FSMApplied(); got != applied {
 		t.Fatalf("renewals within the headroom applied entries %d to %d", applied, got)
 	}
+	// Reads report the promise made from memory, which the state does
+	// not know.
+	last, err := n.Do1(ctx, lease.Op{Type: lease.OpRenew, Refs: []lease.Ref{ref}, Principal: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	promised := last.Renewed[0].Lease.Promised
+	if promised <= g.Lease.Promised {
+		t.Fatalf("renewal promised %s, not later than the grant's %s", promised, g.Lease.Promised)
+	}
+	res, err := n.Do(ctx, lease.Op{Type: lease.OpGet, Name: "x"}, lease.Op{Type: lease.OpList, Prefix: "x"},
+		lease.Op{Type: lease.OpAcquire, Name: "x", Holder: "b", TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held *lease.HeldError
+	if res[0].Lease.Promise() != promised || res[1].Leases[0].Promise() != promised ||
+		!errors.As(res[2].Err, &held) || held.Remaining != promised-res[2].Now {
+		t.Fatalf("reads after renewals from memory: get %+v, list %+v, acquire %v; want the promise %s", res[0].Lease, res[1].Leases, res[2].Err, promised)
+	}
+	n.fsm.mu.RLock()
+	st, _ := n.fsm.st.Lease("x")
+	n.fsm.mu.RUnlock()
+	if st.Promised != g.Lease.Promised {
+		t.Fatalf("the state's grant was changed to %+v", st)
+	}
 
 	// What memory cannot answer goes to the log: a new TTL, a stale
 	// token (with its error), a grant of another principal.
