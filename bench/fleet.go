@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,8 +44,11 @@ type fleetMeasure struct {
 	// session's Done channel closed). Holding counts the members still
 	// holding their lease when the hold ended.
 	LostInRamp int `json:"lost_in_ramp"`
-	Lost       int `json:"lost"`
-	Holding    int `json:"holding"`
+	// LostWhy are the first few distinct reasons leases were lost for,
+	// as the client library gave them.
+	LostWhy []string `json:"lost_why,omitempty"`
+	Lost    int      `json:"lost"`
+	Holding int      `json:"holding"`
 	// ServerCPU is the CPU time of all the cluster's servers during the
 	// hold, ClientCPU that of this process (every member's client), in
 	// seconds.
@@ -70,8 +74,10 @@ const fleetSettle = time.Minute
 
 // fleetMember is one member: a client of its own and one lease.
 type fleetMember interface {
-	// lost reports whether the member's lease ended before stop.
+	// lost reports whether the member's lease ended before stop, and
+	// why reports why it ended.
 	lost() bool
+	why() string
 	// stop stops renewing and closes the client.
 	stop()
 }
@@ -140,6 +146,7 @@ func runFleet(ctx context.Context, cl *cluster, cfg fleetConfig) (fleetMeasure, 
 		m.Started++
 		if mb.lost() {
 			m.LostInRamp++
+			m.noteLost(mb)
 		}
 	}
 	if m.Started == 0 {
@@ -162,6 +169,7 @@ func runFleet(ctx context.Context, cl *cluster, cfg fleetConfig) (fleetMeasure, 
 		}
 		if mb.lost() {
 			m.Lost++
+			m.noteLost(mb)
 		} else {
 			m.Holding++
 		}
@@ -169,6 +177,14 @@ func runFleet(ctx context.Context, cl *cluster, cfg fleetConfig) (fleetMeasure, 
 	m.Lost -= m.LostInRamp
 	m.RSSPeak = rss.stop()
 	return m, nil
+}
+
+// noteLost keeps why mb's lease was lost if it is a reason not seen yet,
+// up to a few.
+func (m *fleetMeasure) noteLost(mb fleetMember) {
+	if w := mb.why(); len(m.LostWhy) < 4 && !slices.Contains(m.LostWhy, w) {
+		m.LostWhy = append(m.LostWhy, w)
+	}
 }
 
 // stopAll stops every member, 64 at a time.
@@ -210,6 +226,8 @@ func (f tenureFleet) start(ctx context.Context, i int) (fleetMember, error) {
 	}
 	return &tenureMember{c: c, s: s, l: l}, nil
 }
+
+func (m *tenureMember) why() string { return fmt.Sprint(context.Cause(m.l.Ctx())) }
 
 func (m *tenureMember) lost() bool {
 	select {
@@ -255,6 +273,8 @@ func (f etcdFleet) start(ctx context.Context, i int) (fleetMember, error) {
 	}
 	return &etcdMember{c: c, s: s}, nil
 }
+
+func (m *etcdMember) why() string { return "the session's keep-alive ended" }
 
 func (m *etcdMember) lost() bool {
 	select {

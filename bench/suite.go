@@ -484,6 +484,9 @@ func (s *suite) runFleets(ctx context.Context, res *results) error {
 			s.logf("fleet %-6s %d/%d holding, lost %d (in ramp %d), start failed %d %s; server CPU %.2fs, RSS peak %.0f MB end %.0f MB, client CPU %.2fs, %.2f connections per member (ramp %.1fs)",
 				sys, m.Holding, m.Members, m.Lost, m.LostInRamp, m.StartFailed, m.StartErr, m.ServerCPU,
 				mb(m.RSSPeak), mb(m.RSSEnd), m.ClientCPU, m.ConnsPerMember, m.RampS)
+			for _, w := range m.LostWhy {
+				s.logf("fleet %-6s lost a lease: %s", sys, w)
+			}
 			if sys == etcdSys {
 				cell.Etcd = m
 			} else {

@@ -152,9 +152,11 @@ func earliestCall(byWorker map[int]History, g Record) int64 {
 			call = min(call, r.Call)
 			continue
 		}
-		if r.Op == OpGet || (r.Op == OpAcquire && r.Outcome == Held) {
+		if r.Op == OpGet || r.Op == OpRevoke || (r.Op == OpAcquire && r.Outcome == Held) {
 			// A read, or being told "held", does not rule out that an
-			// earlier indeterminate acquire is granted after it.
+			// earlier indeterminate acquire is granted after it; nor
+			// does a revocation of the name's grant, which may be what
+			// granted it (to the worker's own queued waiter).
 			continue
 		}
 		break

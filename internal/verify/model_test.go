@@ -533,3 +533,36 @@ func readHistory(t *testing.T, path string) History {
 	}
 	return h
 }
+
+// TestWaiterGrantedByItsOwnRevocation replays seed 1208's lock-1: w1's
+// waiting acquire was indeterminate (queued, the answer lost); w1 then
+// revoked the current grant, which granted the name to its own queued
+// waiter (token 2); another grant (token 3) returned; then w1's next
+// acquire renewed token 2. The grant of token 2 came before token 3's, so
+// tokens grew: the revocation does not settle the indeterminate acquire
+// before it.
+func TestWaiterGrantedByItsOwnRevocation(t *testing.T) {
+	seq := func(n int, f func(*Record)) func(*Record) {
+		return func(r *Record) {
+			r.Seq = n
+			if f != nil {
+				f(r)
+			}
+		}
+	}
+	h := History{
+		op(0, OpAcquire, "a", 0, 10, Ok, seq(1, granted(1))),
+		op(1, OpAcquire, "b", 20, 1000, Indeterminate, seq(1, func(r *Record) { r.Wait = true })),
+		op(1, OpRevoke, "b", 1100, 1110, Ok, seq(2, revokedGrant("a", 1))),
+		op(2, OpAcquire, "c", 1200, 1210, Ok, seq(1, func(r *Record) { r.Name, r.OutToken = "m", 3 })),
+		op(1, OpAcquire, "b", 1300, 1310, Ok, seq(3, granted(2))),
+	}
+	if vs := checkTokens(h); len(vs) != 0 {
+		t.Fatalf("tokens grew, but: %v", vs)
+	}
+	// Without the indeterminate acquire, token 2 came from nowhere after
+	// token 3.
+	if vs := checkTokens(slices.Delete(slices.Clone(h), 1, 2)); len(vs) == 0 {
+		t.Fatal("token 2 granted after token 3 passed")
+	}
+}
