@@ -8,10 +8,13 @@ import "time"
 // answer most renewals without one if the log gives each grant an expiry
 // later than the one its holder is told:
 //
-//   - A batch with Headroom h stamped at now gives every grant and
-//     renewal it applies the promise now + TTL (Lease.Promised, what the
-//     holder is told and Remaining reports) and the expiry
-//     now + TTL + min(TTL, h) (Lease.ExpiresAt, when Apply frees it).
+//   - A batch with Headroom h stamped at now gives every renewal it
+//     applies (an OpRenew, or an acquire by the holder) the promise
+//     now + TTL (Lease.Promised, what the holder is told and Remaining
+//     reports) and the expiry now + TTL + min(TTL, h) (Lease.ExpiresAt,
+//     when Apply frees it). A new grant gets none: it ends at its TTL
+//     unless renewed, whatever happens to the leader, and the leader has
+//     nothing to remember for it (the first renewal goes to the log).
 //   - While a renewal at cluster time c would promise c + TTL no later
 //     than ExpiresAt, the leader may answer it from memory (MemoryRenewal
 //     says whether it may): every replica already keeps the grant until
@@ -32,8 +35,8 @@ import "time"
 // Apply stays a pure function of the log: it never sees a renewal
 // answered from memory, and decides by ExpiresAt alone.
 
-// extend sets l's expiry for a grant or renewal with TTL ttl at a.now,
-// with the batch's headroom.
+// extend sets l's expiry for a renewal with TTL ttl at a.now, with the
+// batch's headroom.
 func (a *applier) extend(l *Lease, ttl time.Duration) {
 	l.ExpiresAt = a.now + ttl
 	l.Promised = 0

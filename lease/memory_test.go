@@ -21,25 +21,42 @@ func applyH(t *testing.T, s *State, now, h time.Duration, ops ...Op) []Result {
 	return res
 }
 
+// grantH applies op, an acquire, at 0 and renews its grant at once in
+// the log with headroom h (a new grant has none), and returns the grant.
+func grantH(t *testing.T, s *State, h time.Duration, op Op) Lease {
+	t.Helper()
+	g := applyH(t, s, 0, h, op)[0]
+	if g.Err != nil {
+		t.Fatal(g.Err)
+	}
+	r := applyH(t, s, 0, h, Op{Type: OpRenew, Refs: []Ref{{Name: op.Name, Token: g.Lease.Token}}, Principal: op.Principal})[0].Renewed[0]
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	return r.Lease
+}
+
 func trimOp(name string, token uint64, at time.Duration) Op {
 	return Op{Type: OpTrim, Name: name, Token: token, At: at}
 }
 
 func TestHeadroomPromisesTTLAndKeepsLonger(t *testing.T) {
 	s := New()
-	g := applyH(t, s, 0, 30*sec, acq("a", "h", 10*sec))[0]
-	if g.Err != nil {
-		t.Fatal(g.Err)
+	// A new grant gets no headroom: it ends at its TTL unless renewed.
+	if g := applyH(t, s, 0, 30*sec, acq("a", "h", 10*sec))[0]; g.Err != nil || g.Lease.Promised != 0 || g.Lease.ExpiresAt != 10*sec {
+		t.Fatalf("grant with headroom: %+v", g)
 	}
-	// The headroom is min(TTL, Headroom): 10 s here.
-	if g.Lease.Promised != 10*sec || g.Lease.ExpiresAt != 20*sec {
-		t.Fatalf("grant: promised %s, expires %s; want 10s, 20s", g.Lease.Promised, g.Lease.ExpiresAt)
+	// A renewal does: min(TTL, Headroom), 10 s here.
+	s = New()
+	g := grantH(t, s, 30*sec, acq("a", "h", 10*sec))
+	if g.Promised != 10*sec || g.ExpiresAt != 20*sec {
+		t.Fatalf("renewal: promised %s, expires %s; want 10s, 20s", g.Promised, g.ExpiresAt)
 	}
-	if r := g.Lease.Remaining(2 * sec); r != 8*sec {
+	if r := g.Remaining(2 * sec); r != 8*sec {
 		t.Fatalf("remaining at 2s = %s, want 8s (of the promise, not the expiry)", r)
 	}
 	// A renewal with a smaller headroom than the TTL gets that.
-	r := applyH(t, s, 4*sec, 3*sec, renew(Ref{Name: "a", Token: g.Lease.Token}))[0].Renewed[0]
+	r := applyH(t, s, 4*sec, 3*sec, renew(Ref{Name: "a", Token: g.Token}))[0].Renewed[0]
 	if r.Err != nil || r.Lease.Promised != 14*sec || r.Lease.ExpiresAt != 17*sec {
 		t.Fatalf("renewal: %+v; want promised 14s, expires 17s", r)
 	}
@@ -62,8 +79,9 @@ func TestHeadroomPromisesTTLAndKeepsLonger(t *testing.T) {
 func TestTrim(t *testing.T) {
 	setup := func() (*State, Lease) {
 		s := New()
-		g := applyH(t, s, 0, 10*sec, acq("a", "h", 10*sec), acqWait("a", "w", 10*sec, time.Hour))[0]
-		return s, g.Lease
+		g := grantH(t, s, 10*sec, acq("a", "h", 10*sec))
+		applyH(t, s, 0, 10*sec, acqWait("a", "w", 10*sec, time.Hour))
+		return s, g
 	}
 	t.Run("ends the grant at the promise and grants the waiter", func(t *testing.T) {
 		s, g := setup()
@@ -121,7 +139,7 @@ func TestTrim(t *testing.T) {
 
 func TestMemoryRenewal(t *testing.T) {
 	s := New()
-	g := applyH(t, s, 0, 10*sec, Op{Type: OpAcquire, Name: "a", Holder: "h", TTL: 10 * sec, Principal: "p"})[0].Lease
+	g := grantH(t, s, 10*sec, Op{Type: OpAcquire, Name: "a", Holder: "h", TTL: 10 * sec, Principal: "p"})
 	ref := Ref{Name: "a", Token: g.Token}
 	for _, c := range []struct {
 		name      string
@@ -164,7 +182,7 @@ func TestHeadroomSnapshotVersion(t *testing.T) {
 	if v := snapshotVersion(t, s); v >= snapshotV9 {
 		t.Fatalf("version %d without headroom, want below 9", v)
 	}
-	applyH(t, s, 0, 5*sec, acq("b", "h", 10*sec))
+	grantH(t, s, 5*sec, acq("b", "h", 10*sec))
 	if v := snapshotVersion(t, s); v != snapshotV9 {
 		t.Fatalf("version %d with headroom, want 9", v)
 	}

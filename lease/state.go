@@ -542,8 +542,10 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int, princ
 		LockDelay: lockDelay,
 		Shared:    shared,
 		Priority:  priority,
+		// A new grant has no headroom (memory.go): it ends at its
+		// TTL unless renewed, on any leader.
+		ExpiresAt: a.now + ttl,
 	}
-	a.extend(l, ttl)
 	a.s.leases.set(name, append(a.s.leases.get(name), l))
 	a.s.pushExpiry(l)
 	a.emit(EventGranted, *l)

@@ -88,7 +88,7 @@ type Config struct {
 	History lease.HistoryRetention
 
 	// RenewHeadroom, if positive, lets the leader answer renewals from
-	// memory: every grant and renewal in the log is kept for up to
+	// memory: every renewal in the log keeps its lease for up to
 	// min(TTL, RenewHeadroom) past what its holder is told, and a renewal
 	// that fits in that is answered without a log entry (see memory.go).
 	// A lease nobody renews still ends when its holder was told, except

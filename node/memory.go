@@ -14,7 +14,7 @@ import (
 // Renewals from the leader's memory (see lease/memory.go for the rule).
 //
 // With Config.RenewHeadroom set, the proposer stamps every batch with it,
-// so every grant and renewal in the log is kept by every replica for up
+// so every renewal in the log keeps its lease on every replica for up
 // to a TTL past what its holder is told. Do answers a call made only of
 // renewals that all fit in that headroom from the leader's state, without
 // a log entry, once it has confirmed that it still leads (on one voter it

@@ -31,14 +31,24 @@ func TestRenewFromMemory(t *testing.T) {
 	n := headroomNode(t, time.Minute)
 	ctx := ctxT(t, 10*time.Second)
 	ttl := 20 * time.Second
-	g, err := n.Do1(ctx, lease.Op{Type: lease.OpAcquire, Name: "x", Holder: "a", TTL: ttl, Principal: "p"})
+	a, err := n.Do1(ctx, lease.Op{Type: lease.OpAcquire, Name: "x", Holder: "a", TTL: ttl, Principal: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Lease.Promised != g.Now+ttl || g.Lease.ExpiresAt != g.Lease.Promised+ttl {
-		t.Fatalf("grant %+v at %s: want promised now+TTL and expiry a TTL later", g.Lease, g.Now)
+	ref := lease.Ref{Name: "x", Token: a.Lease.Token}
+	// A new grant has no headroom; its first renewal goes to the log
+	// and gets some.
+	if a.Lease.Promised != 0 || a.Lease.ExpiresAt != a.Now+ttl {
+		t.Fatalf("grant %+v at %s: want no headroom", a.Lease, a.Now)
 	}
-	ref := lease.Ref{Name: "x", Token: g.Lease.Token}
+	first, err := n.Do1(ctx, lease.Op{Type: lease.OpRenew, Refs: []lease.Ref{ref}, Principal: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := lease.Result{Lease: first.Renewed[0].Lease, Now: first.Now}
+	if g.Lease.Promised != g.Now+ttl || g.Lease.ExpiresAt != g.Lease.Promised+ttl {
+		t.Fatalf("first renewal %+v at %s: want promised now+TTL and expiry a TTL later", g.Lease, g.Now)
+	}
 
 	// Renewals within the headroom are answered without a log entry.
 	applied := n.FSMApplied()
@@ -117,15 +127,21 @@ func TestTrimEndsAtThePromise(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Cancel()
-	g, err := n.Do1(ctx, lease.Op{Type: lease.OpAcquire, Name: "x", Holder: "a", TTL: ttl})
+	a, err := n.Do1(ctx, lease.Op{Type: lease.OpAcquire, Name: "x", Holder: "a", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := n.Do1(ctx, renewOp(lease.Ref{Name: "x", Token: g.Lease.Token}))
-	if err != nil || r.Renewed[0].Err != nil {
-		t.Fatalf("renewal: %v %+v", err, r)
+	// The first renewal is logged (with headroom), the second comes
+	// from memory.
+	var g, r lease.RenewResult
+	for i := range 2 {
+		res, err := n.Do1(ctx, renewOp(lease.Ref{Name: "x", Token: a.Lease.Token}))
+		if err != nil || res.Renewed[0].Err != nil {
+			t.Fatalf("renewal %d: %v %+v", i, err, res)
+		}
+		g, r = r, res.Renewed[0]
 	}
-	promised := r.Renewed[0].Lease.Promise()
+	promised := r.Lease.Promise()
 	got, err := n.Acquire(ctx, lease.Op{Type: lease.OpAcquire, Name: "x", Holder: "b", TTL: ttl, Wait: true, WaitTimeout: 10 * time.Second})
 	if err != nil || got.Lease.Holder != "b" {
 		t.Fatalf("waiting acquire: %+v %v", got.Lease, err)
@@ -134,8 +150,8 @@ func TestTrimEndsAtThePromise(t *testing.T) {
 		if ev.Type == lease.EventGranted {
 			continue
 		}
-		if ev.Type != lease.EventExpired || ev.Lease.Token != g.Lease.Token {
-			t.Fatalf("event %+v, want the expiry of token %d", ev, g.Lease.Token)
+		if ev.Type != lease.EventExpired || ev.Lease.Token != a.Lease.Token {
+			t.Fatalf("event %+v, want the expiry of token %d", ev, a.Lease.Token)
 		}
 		if ev.Lease.ExpiresAt != promised || promised >= g.Lease.ExpiresAt {
 			t.Fatalf("grant ended at %s; want at the last promise %s, before the logged expiry %s", ev.Lease.ExpiresAt, promised, g.Lease.ExpiresAt)
