@@ -123,7 +123,8 @@ func TestActivityRenewedSince(t *testing.T) {
 	applyRecorded(st, a, 3, 2*s, lease.Op{Type: lease.OpRenew, Refs: []lease.Ref{{Name: "jobs/a", Token: 1}, {Name: "web/b", Token: 2}}})
 	applyRecorded(st, a, 4, 3*s, lease.Op{Type: lease.OpAcquire, Name: "jobs/a", Holder: "A", TTL: 20 * s}) // the holder again: a renewal
 	rs, next, complete := a.renewedSince(seq, "jobs/")
-	want := []Renewal{{Name: "jobs/a", Token: 1, ExpiresAt: 12 * s}, {Name: "jobs/a", Token: 1, ExpiresAt: 23 * s}}
+	// Without headroom the promise is the expiry.
+	want := []Renewal{{Name: "jobs/a", Token: 1, ExpiresAt: 12 * s, Promised: 12 * s}, {Name: "jobs/a", Token: 1, ExpiresAt: 23 * s, Promised: 23 * s}}
 	if !complete || next != 3 || len(rs) != len(want) || rs[0] != want[0] || rs[1] != want[1] {
 		t.Fatalf("renewedSince(%d, jobs/) = %+v, %d, %v; want %+v, 3, true", seq, rs, next, complete, want)
 	}
