@@ -225,8 +225,10 @@ func (n *Node) renewFromMemory(ctx context.Context, t *leaderTerm, ops []lease.O
 	return res, true, nil
 }
 
-// notePromises records, in the memory of the published term t, the
-// promises of the grants and renewals in results: proposals of this term.
+// notePromises records, in the memory of term t, the promises of the
+// grants and renewals in results (proposals of the term), and makes the
+// reads among them report the promises made from memory (show), under
+// one lock.
 func (n *Node) notePromises(t *leaderTerm, ops []lease.Op, results []lease.Result) {
 	if t == nil || n.cfg.RenewHeadroom <= 0 {
 		return
@@ -248,25 +250,21 @@ func (n *Node) notePromises(t *leaderTerm, ops []lease.Op, results []lease.Resul
 			}
 		}
 	}
+	m.show(ops, results)
 	m.mu.Unlock()
 	if kick {
 		n.kickExpirer()
 	}
 }
 
-// showPromises makes the reads among results (OpGet, OpList, and the
+// show makes the reads among results (OpGet, OpList, and the
 // holder reported by an OpAcquire that found the name held) report the
-// latest promise term t made their grants from memory, which the state
+// latest promise the term made their grants from memory, which the state
 // does not know: otherwise a lease renewed from memory would show less
 // time left than its holder has. Nothing shared with the state is
 // changed: results of remembered calls share their slices with it.
-func (n *Node) showPromises(t *leaderTerm, ops []lease.Op, results []lease.Result) {
-	if t == nil || n.cfg.RenewHeadroom <= 0 {
-		return
-	}
-	m := t.mem
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// m.mu is held.
+func (m *memory) show(ops []lease.Op, results []lease.Result) {
 	if len(m.promised) == 0 {
 		return
 	}

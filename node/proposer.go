@@ -209,7 +209,6 @@ func (n *Node) completer() {
 		now := time.Now()
 		for _, p := range in.props {
 			n.notePromises(in.term, p.ops, ar.results[i:i+len(p.ops)])
-			n.showPromises(in.term, p.ops, ar.results[i:i+len(p.ops)])
 			p.done <- proposalResult{results: ar.results[i : i+len(p.ops)]}
 			i += len(p.ops)
 			n.metrics.applyLatency.Observe(now.Sub(p.start).Seconds())
