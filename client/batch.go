@@ -271,6 +271,9 @@ func (s *batchStream) end() {
 // BatchStream. When ctx ends first the stream is cancelled, as a Batch
 // call alone would be, and a new one carries the next call.
 func (b *batcher) call(ctx context.Context, req *tenurev1.BatchRequest) (*tenurev1.BatchResponse, error) {
+	if res, err := b.ep.conn.batch(ctx, req); !errors.Is(err, errNoConn) {
+		return res, err
+	}
 	if b.ep.batchStream == nil || b.noStream.Load() {
 		res, err := b.ep.batchLease.Batch(ctx, connect.NewRequest(req))
 		if err != nil {

@@ -273,9 +273,11 @@ func TestInFlightCallHonoursItsContext(t *testing.T) {
 	waitFor(t, ctx, cancelled, "the server to see the abandoned Batch call cancelled")
 }
 
-// A client has one connection to a server for everything: batched calls
-// travel as messages of one BatchStream (the Connect protocol over
-// HTTP/2), beside a watch and the calls that are not batched.
+// A client of a server without the batch connection (the fake server
+// has none) asks for it once, then has one connection for everything:
+// batched calls travel as messages of one BatchStream (the Connect
+// protocol over HTTP/2), beside a watch and the calls that are not
+// batched.
 func TestOneConnectionCarriesEverything(t *testing.T) {
 	for _, noStream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("noBatchStream=%v", noStream), func(t *testing.T) {
@@ -337,6 +339,12 @@ func TestOneConnectionCarriesEverything(t *testing.T) {
 			conns := map[string]bool{}
 			for _, r := range reqs {
 				count[r.path]++
+				if r.path == wire.BatchConnPath {
+					if r.proto != "HTTP/1.1" {
+						t.Errorf("the batch connection's upgrade went as %s; want HTTP/1.1", r.proto)
+					}
+					continue
+				}
 				conns[r.conn] = true
 				if r.proto != "HTTP/2.0" {
 					t.Errorf("%s went as %s; want HTTP/2.0", r.path, r.proto)
@@ -358,6 +366,7 @@ func TestOneConnectionCarriesEverything(t *testing.T) {
 			// Without BatchStream the client asks for it once, then sends
 			// each batch as a Batch call.
 			want := map[string]int{
+				wire.BatchConnPath:                         1,
 				wire.BatchStreamProcedure:                  1,
 				tenurev1connect.LeaseServiceGetProcedure:   1,
 				tenurev1connect.LeaseServiceWatchProcedure: 1,

@@ -47,6 +47,9 @@ type endpoint struct {
 	// endpoint's one connection.
 	batchStream *connect.Client[tenurev1.BatchRequest, tenurev1.BatchResponse]
 	batchLease  tenurev1connect.LeaseServiceClient
+	// conn carries Batch and Acquire calls on a connection of their own
+	// (batchconn.go); nil when the Client's HTTP client is the caller's.
+	conn *connDialer
 }
 
 // New returns a Client for cfg. It does not connect: connections are opened
@@ -79,7 +82,8 @@ func New(cfg Config) (*Client, error) {
 		check := connect.WithInterceptors(clusterCheck{c: c, addr: addr})
 		opts := connect.WithClientOptions(connect.WithGRPC(), compress, check)
 		base := "http://" + addr
-		if _, https := splitScheme(e); https || cfg.TLS != nil {
+		_, https := splitScheme(e)
+		if https || cfg.TLS != nil {
 			base = "https://" + addr
 		}
 		ep := &endpoint{
@@ -93,6 +97,7 @@ func New(cfg Config) (*Client, error) {
 		ep.batchLease = tenurev1connect.NewLeaseServiceClient(hc, base, compress, check)
 		ep.batchStream = connect.NewClient[tenurev1.BatchRequest, tenurev1.BatchResponse](hc,
 			base+wire.BatchStreamProcedure, compress, check)
+		ep.conn = newConnDialer(c, addr, https)
 		ep.batch = &batcher{ep: ep, timeout: cfg.RequestTimeout}
 		if c.transport != nil {
 			ep.batch.closed = c.transport.CloseIdleConnections
@@ -157,6 +162,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func (c *Client) Close() error {
 	for _, ep := range c.endpoints {
 		ep.batch.close()
+		ep.conn.close()
 	}
 	if c.transport != nil {
 		c.transport.CloseIdleConnections()

@@ -233,6 +233,12 @@ func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Dura
 				return err
 			}
 		}
+		if req.Wait {
+			if r, err := ep.conn.acquire(ctx, req); !errors.Is(err, errNoConn) {
+				res = r
+				return err
+			}
+		}
 		r, err := ep.lease.Acquire(ctx, connect.NewRequest(req))
 		if err != nil {
 			return err

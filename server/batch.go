@@ -98,51 +98,67 @@ func (s *Server) batchStream(ctx context.Context, st *connect.BidiStream[tenurev
 // errStreamsEnded ends the BatchStreams that EndBatchStreams cut.
 var errStreamsEnded = errors.New("server: shutting down: batch stream ended between batches; the batches after the last answered one were not served")
 
-// batchStreams tracks the request bodies of the BatchStreams being
+// batchStreams tracks the BatchStreams and batch connections being
 // served, so that EndBatchStreams can end them.
 type batchStreams struct {
-	mu     sync.Mutex
-	bodies map[*streamBody]struct{}
-	ended  bool
+	mu    sync.Mutex
+	open  map[ender]struct{}
+	ended bool
 }
 
-// streamBody is the request body of a BatchStream.
+// ender is a BatchStream or batch connection being served: end ends it
+// between two batches.
+type ender interface{ end() }
+
+// streamBody is the request body of a BatchStream; closing it fails the
+// handler's wait for the next message, and it ends its stream.
 type streamBody struct {
 	io.ReadCloser
+}
+
+func (b *streamBody) end() { b.Close() }
+
+// add tracks e while it is served, and reports false (and tracks
+// nothing) once the streams were ended: e is to be ended at once.
+func (b *batchStreams) add(e ender) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		return false
+	}
+	if b.open == nil {
+		b.open = make(map[ender]struct{})
+	}
+	b.open[e] = struct{}{}
+	return true
+}
+
+func (b *batchStreams) remove(e ender) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.open, e)
 }
 
 // serve serves one BatchStream with h, its body tracked while it lasts.
 func (b *batchStreams) serve(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body := &streamBody{ReadCloser: r.Body}
-		b.mu.Lock()
-		if b.ended {
+		if !b.add(body) {
 			body.Close()
-		} else {
-			if b.bodies == nil {
-				b.bodies = make(map[*streamBody]struct{})
-			}
-			b.bodies[body] = struct{}{}
 		}
-		b.mu.Unlock()
-		defer func() {
-			b.mu.Lock()
-			delete(b.bodies, body)
-			b.mu.Unlock()
-		}()
+		defer b.remove(body)
 		r.Body = body
 		h.ServeHTTP(w, r)
 	})
 }
 
-// end closes the request body of every BatchStream, now and from now on:
-// each handler's wait for the next message fails and it ends its stream.
+// end ends every BatchStream and batch connection, now and from now on.
 func (b *batchStreams) end() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ended = true
-	for body := range b.bodies {
-		body.Close()
+	for e := range b.open {
+		e.end()
 	}
 }
 

@@ -121,6 +121,7 @@ func New(cfg Config) (*Server, error) {
 		connect.WithCodec(jsonCodec{}))
 	mux := http.NewServeMux()
 	mux.Handle(tenurev1connect.NewLeaseServiceHandler(&leaseService{s}, opts))
+	mux.HandleFunc(wire.BatchConnPath, s.serveBatchConn)
 	mux.Handle(wire.BatchStreamProcedure, s.batchStreams.serve(connect.NewBidiStreamHandler(wire.BatchStreamProcedure, s.batchStream, opts)))
 	mux.Handle(tenurev1connect.NewKVServiceHandler(&kvService{s}, opts))
 	mux.Handle(tenurev1connect.NewClusterServiceHandler(&clusterService{s}, opts))

@@ -1,0 +1,321 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
+	"github.com/tenure-io/tenure/internal/wire"
+)
+
+// serveBatchConn serves a batch connection (see wire.BatchConnPath): it
+// takes the connection over from net/http and serves its frames until
+// the client closes it, or EndBatchStreams ends it.
+func (s *Server) serveBatchConn(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor != 1 || !headerHas(r.Header, "Connection", "upgrade") || !headerHas(r.Header, "Upgrade", wire.BatchConnProtocol) {
+		w.Header().Set("Upgrade", wire.BatchConnProtocol)
+		w.Header().Set("Connection", "Upgrade")
+		http.Error(w, "server: a batch connection is an HTTP/1.1 request with Connection: Upgrade and Upgrade: "+wire.BatchConnProtocol,
+			http.StatusUpgradeRequired)
+		return
+	}
+	// Credentials first, as for any call: a stranger gets no connection
+	// to hold.
+	if s.auth.enabled() {
+		if id := identityFrom(r.Context()); id.err != nil || (id.principal == "" && !id.member) {
+			err := id.err
+			if err == nil {
+				err = errUnauthenticated()
+			}
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+	}
+	// The connection outlives this handler: it is served by a goroutine
+	// of its own, so that net/http's buffers and contexts for reading
+	// requests on it are let go. Its calls see who sent the upgrade.
+	c := &batchConn{s: s, waits: make(map[uint64]context.CancelFunc), max: maxMessage(s.node.Limits())}
+	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.Background(), identityKey{}, identityFrom(r.Context())))
+	// What a call's own request would carry: its credentials, and the
+	// mark of a forwarded call.
+	c.header = make(http.Header)
+	for _, k := range []string{forwardedHeader, "Authorization"} {
+		if v := r.Header.Get(k); v != "" {
+			c.header.Set(k, v)
+		}
+	}
+	nc, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		c.cancel()
+		http.Error(w, "server: cannot take over the connection: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	c.conn = nc
+	// The client sends nothing before the 101; whatever net/http read
+	// ahead stays in its reader. Else a small reader will do: most
+	// frames are a few dozen bytes, and longer ones are read past it.
+	c.r = brw.Reader
+	if brw.Reader.Buffered() == 0 {
+		c.r = bufio.NewReaderSize(nc, 512)
+	}
+	// net/http's deadlines for reading the request no longer apply;
+	// serve sets its own.
+	nc.SetDeadline(time.Time{})
+	// The 101 carries the headers every answer carries (the cluster ID).
+	b := []byte("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + wire.BatchConnProtocol + "\r\n")
+	for k, vs := range w.Header() {
+		for _, v := range vs {
+			b = append(b, k+": "+v+"\r\n"...)
+		}
+	}
+	b = append(b, "\r\n"...)
+	if _, err := nc.Write(b); err != nil || !s.batchStreams.add(c) {
+		c.cancel()
+		nc.Close()
+		return
+	}
+	go func() {
+		defer s.batchStreams.remove(c)
+		c.serve()
+	}()
+}
+
+// headerHas reports whether the comma-separated values of header key in
+// h include v, in any case.
+func headerHas(h http.Header, key, v string) bool {
+	for _, line := range h.Values(key) {
+		for f := range strings.SplitSeq(line, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// batchConn is one batch connection being served. Its reader (serve)
+// serves the calls that do not wait itself, one at a time, and starts a
+// goroutine for each Acquire that waits.
+type batchConn struct {
+	s      *Server
+	conn   net.Conn
+	r      *bufio.Reader
+	header http.Header
+	max    int64 // the longest frame taken
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	wmu  sync.Mutex // one frame at a time
+	wbuf []byte     // wmu
+
+	mu     sync.Mutex
+	busy   bool                          // a call is served by the reader
+	ending bool                          // EndBatchStreams came
+	waits  map[uint64]context.CancelFunc // the waiting Acquires, by call ID
+	wg     sync.WaitGroup                // the waiting Acquires' goroutines
+}
+
+// end ends the connection between two calls: at once if the reader is
+// waiting for a frame, else once it has answered the call it serves.
+// Waiting Acquires end with the connection (their calls are retried).
+func (c *batchConn) end() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ending = true
+	if !c.busy {
+		c.conn.Close()
+	}
+}
+
+// serve reads and serves frames until the connection ends.
+func (c *batchConn) serve() {
+	defer func() {
+		c.cancel()
+		c.conn.Close()
+		c.wg.Wait()
+	}()
+	var buf [512]byte
+	for {
+		c.conn.SetReadDeadline(time.Now().Add(batchConnIdle))
+		id, kind, payload, err := wire.ReadFrame(c.r, buf[:], c.max)
+		if errors.Is(err, os.ErrDeadlineExceeded) && c.waiting() {
+			continue // not idle: a call waits
+		}
+		if errors.Is(err, wire.ErrFrameTooLong) {
+			c.writeError(id, connect.NewError(connect.CodeResourceExhausted, err))
+			return
+		}
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		if c.ending {
+			c.mu.Unlock()
+			// Cut between two calls: this one was not served.
+			c.writeError(id, connect.NewError(connect.CodeUnavailable, errStreamsEnded))
+			return
+		}
+		c.busy = true
+		c.mu.Unlock()
+		c.call(id, kind, payload)
+		c.mu.Lock()
+		c.busy = false
+		ending := c.ending
+		c.mu.Unlock()
+		if ending {
+			return
+		}
+	}
+}
+
+// batchConnIdle is how long a batch connection may be idle (no call
+// sent, none waiting) before the server closes it, as it closes an idle
+// keep-alive connection (http.Server.IdleTimeout); a client opens a new
+// one for its next call.
+const batchConnIdle = 5 * time.Minute
+
+// waiting reports whether a waiting Acquire is being served.
+func (c *batchConn) waiting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waits) > 0
+}
+
+// call serves one frame.
+func (c *batchConn) call(id uint64, kind byte, payload []byte) {
+	switch kind {
+	case wire.FrameBatch:
+		msg := new(tenurev1.BatchRequest)
+		if err := proto.Unmarshal(payload, msg); err != nil {
+			c.writeError(id, invalid(err))
+			return
+		}
+		res, err := c.batch(msg)
+		c.s.metrics.countBatch(err)
+		if err != nil {
+			c.writeError(id, err)
+			return
+		}
+		c.write(id, wire.FrameBatch, res)
+	case wire.FrameAcquire:
+		msg := new(tenurev1.AcquireRequest)
+		if err := proto.Unmarshal(payload, msg); err != nil {
+			c.writeError(id, invalid(err))
+			return
+		}
+		if !msg.GetWait() {
+			c.acquire(c.ctx, id, msg)
+			return
+		}
+		ctx, cancel := context.WithCancel(c.ctx)
+		c.mu.Lock()
+		c.waits[id] = cancel
+		c.mu.Unlock()
+		c.wg.Go(func() {
+			defer func() {
+				c.mu.Lock()
+				delete(c.waits, id)
+				c.mu.Unlock()
+				cancel()
+			}()
+			c.acquire(ctx, id, msg)
+		})
+	case wire.FrameCancel:
+		c.mu.Lock()
+		if cancel := c.waits[id]; cancel != nil {
+			cancel()
+		}
+		c.mu.Unlock()
+	default:
+		c.writeError(id, connect.NewError(connect.CodeInvalidArgument, errors.New("server: unknown batch connection frame kind")))
+	}
+}
+
+// batch serves a Batch call as the Batch method does, permission check
+// included.
+func (c *batchConn) batch(msg *tenurev1.BatchRequest) (*tenurev1.BatchResponse, error) {
+	if err := c.check(tenurev1connect.LeaseServiceBatchProcedure, msg); err != nil {
+		return nil, err
+	}
+	req := connect.NewRequest(msg)
+	maps.Copy(req.Header(), c.header)
+	res, err := c.s.batch(c.ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+// acquire serves an Acquire call as the Acquire method does and answers
+// it, unless ctx ended first (the client no longer waits).
+func (c *batchConn) acquire(ctx context.Context, id uint64, msg *tenurev1.AcquireRequest) {
+	err := c.check(tenurev1connect.LeaseServiceAcquireProcedure, msg)
+	var res *connect.Response[tenurev1.AcquireResponse]
+	if err == nil {
+		req := connect.NewRequest(msg)
+		maps.Copy(req.Header(), c.header)
+		res, err = (&leaseService{c.s}).Acquire(ctx, req)
+	}
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	c.s.metrics.count("Acquire", code)
+	if ctx.Err() != nil && c.ctx.Err() == nil {
+		return // cancelled by the client: it wants no answer
+	}
+	if err != nil {
+		c.writeError(id, err)
+		return
+	}
+	c.write(id, wire.FrameAcquire, res.Msg)
+}
+
+// check refuses a call as the interceptor would: bad or no credentials
+// (where the server wants them), or no permission for procedure.
+func (c *batchConn) check(procedure string, msg any) error {
+	err := c.s.auth.authorize(c.ctx, procedure, msg)
+	if err != nil {
+		id := identityFrom(c.ctx)
+		c.s.log.Warn("refused a request", "procedure", procedure, "from", c.conn.RemoteAddr().String(),
+			"principal", id.principal, "authenticated_by", id.how, "code", connect.CodeOf(err).String(), "err", err)
+	}
+	return err
+}
+
+func (c *batchConn) writeError(id uint64, err error) {
+	c.write(id, wire.FrameError, wire.ToBatchError(err))
+}
+
+// write sends the answer to call id. A write that fails closes the
+// connection: the reader then ends too.
+func (c *batchConn) write(id uint64, kind byte, msg proto.Message) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	n := proto.Size(msg)
+	b := wire.AppendFrameHeader(c.wbuf[:0], id, kind, n)
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, msg)
+	if err == nil {
+		_, err = c.conn.Write(b)
+	}
+	if cap(b) <= 4096 {
+		c.wbuf = b[:0]
+	} else {
+		c.wbuf = nil
+	}
+	if err != nil {
+		c.conn.Close()
+	}
+}
