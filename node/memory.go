@@ -188,11 +188,17 @@ func onlyRenewals(ops []lease.Op) bool {
 func (n *Node) renewFromMemory(ctx context.Context, t *leaderTerm, ops []lease.Op) (res []lease.Result, ok bool, err error) {
 	now := n.clusterNow(t)
 	res = make([]lease.Result, len(ops))
+	refs := 0
+	for _, op := range ops {
+		refs += len(op.Refs)
+	}
+	renewed := make([]lease.RenewResult, refs)
 	// The write lock: the renewals are noted in the activity log, for
 	// the dashboard.
 	n.fsm.mu.Lock()
 	for i, op := range ops {
-		res[i] = lease.Result{Now: now, Renewed: make([]lease.RenewResult, len(op.Refs))}
+		res[i] = lease.Result{Now: now, Renewed: renewed[:len(op.Refs):len(op.Refs)]}
+		renewed = renewed[len(op.Refs):]
 		for j, r := range op.Refs {
 			l, ok := n.fsm.st.MemoryRenewal(r, op.Principal, now)
 			if !ok {

@@ -148,10 +148,22 @@ func renewOp(ctx context.Context, m *tenurev1.RenewRequest) lease.Op {
 // lease.
 func (s *Server) renewResponse(res lease.Result) *tenurev1.RenewResponse {
 	n := len(res.Renewed)
-	out := &tenurev1.RenewResponse{Results: make([]*tenurev1.RenewResult, n)}
-	results := make([]tenurev1.RenewResult, n)
-	var leases []tenurev1.Lease
-	var durations []durationpb.Duration
+	var (
+		out       *tenurev1.RenewResponse
+		results   []tenurev1.RenewResult
+		leases    []tenurev1.Lease
+		durations []durationpb.Duration
+	)
+	if n == 1 {
+		// The renewal of one lease (a holder renewing its own, the
+		// most common request there is): one allocation.
+		one := new(oneRenewal)
+		out, results, leases, durations = &one.out, one.result[:], one.lease[:], one.durations[:]
+		out.Results = one.ptr[:]
+	} else {
+		out = &tenurev1.RenewResponse{Results: make([]*tenurev1.RenewResult, n)}
+		results = make([]tenurev1.RenewResult, n)
+	}
 	renewed := 0
 	for i, r := range res.Renewed {
 		pr := &results[i]
@@ -174,6 +186,16 @@ func (s *Server) renewResponse(res lease.Result) *tenurev1.RenewResponse {
 	}
 	s.metrics.renewals.Add(float64(renewed))
 	return out
+}
+
+// oneRenewal holds the messages of the answer to the renewal of one
+// lease.
+type oneRenewal struct {
+	out       tenurev1.RenewResponse
+	ptr       [1]*tenurev1.RenewResult
+	result    [1]tenurev1.RenewResult
+	lease     [1]tenurev1.Lease
+	durations [2]durationpb.Duration
 }
 
 func (l *leaseService) Release(ctx context.Context, req *connect.Request[tenurev1.ReleaseRequest]) (*connect.Response[tenurev1.ReleaseResponse], error) {

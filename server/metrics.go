@@ -20,6 +20,8 @@ type metrics struct {
 	served     atomic.Uint64
 	renewals   prometheus.Counter
 	rejections *prometheus.CounterVec
+	// batchOK is requests{method="Batch",code="ok"}, the most counted.
+	batchOK prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, n Node) *metrics {
@@ -37,6 +39,7 @@ func newMetrics(reg prometheus.Registerer, n Node) *metrics {
 			Help: "Requests refused by the state machine, by reason.",
 		}, []string{"reason"}),
 	}
+	m.batchOK = m.requests.WithLabelValues("Batch", "ok")
 	for _, r := range []string{lease.ReasonLeaseHeld, lease.ReasonStaleToken, lease.ReasonNotFound, "INVALID", "UNAVAILABLE"} {
 		m.rejections.WithLabelValues(r)
 	}
@@ -72,13 +75,15 @@ func (m *metrics) interceptor() connect.Interceptor {
 	})
 }
 
-// countBatch counts one Batch call of a BatchStream that ended with err.
+// countBatch counts one Batch call of a BatchStream or batch connection
+// that ended with err.
 func (m *metrics) countBatch(err error) {
-	code := "ok"
-	if err != nil {
-		code = connect.CodeOf(err).String()
+	if err == nil {
+		m.batchOK.Inc()
+		m.served.Add(1)
+		return
 	}
-	m.count("Batch", code)
+	m.count("Batch", connect.CodeOf(err).String())
 }
 
 func (m *metrics) count(method, code string) {
