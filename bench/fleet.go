@@ -365,8 +365,8 @@ func countSockets(pids []int) int {
 // fileLimitNote returns a warning when the open-file limit of this
 // process (and of the servers, which inherit it) is below what members
 // clients of cl need: a connection to every node for etcd's client, one
-// to one node for tenure's (every call, batched renewals included, on one
-// HTTP/2 connection), plus slack. Members that cannot open their connections then fail to
+// to one node for tenure's (its acquire and renewals on one batch
+// connection), plus slack. Members that cannot open their connections then fail to
 // start or lose their leases, and the run says why.
 func fileLimitNote(members int, cl *cluster) string {
 	per := len(cl.endpoints)

@@ -69,7 +69,8 @@ func (s *Server) serveBatchConn(w http.ResponseWriter, r *http.Request) {
 	// frames are a few dozen bytes, and longer ones are read past it.
 	c.r = brw.Reader
 	if brw.Reader.Buffered() == 0 {
-		c.r = bufio.NewReaderSize(nc, 512)
+		c.conn = withoutReadAhead(nc)
+		c.r = bufio.NewReaderSize(c.conn, 512)
 	}
 	// net/http's deadlines for reading the request no longer apply;
 	// serve sets its own.

@@ -114,3 +114,13 @@ func (c *readAheadConn) fill() error {
 	}
 	return nil
 }
+
+// withoutReadAhead returns the connection under c if c reads ahead and
+// holds nothing unread, else c: a connection with a buffered reader of
+// its own (a batch connection's) needs no second buffer.
+func withoutReadAhead(c net.Conn) net.Conn {
+	if ra, ok := c.(*readAheadConn); ok && ra.buf == nil {
+		return ra.Conn
+	}
+	return c
+}
