@@ -767,11 +767,25 @@ func TestPromoterWaitsForTheNonVoterToVote(t *testing.T) {
 	if voter() {
 		t.Fatalf("%s was promoted while it said it was catching up", f.ID)
 	}
+	// The leader's count of voters, which decides whether a memory
+	// renewal needs a quorum's confirmation, is read while f is not one
+	// and must not stay stale once f is promoted.
+	before := c.Leader().Node.Voters()
 	target.Store("")
 	for !voter() {
 		if ctx.Err() != nil {
 			t.Fatalf("%s was not promoted once it voted", f.ID)
 		}
+		c.Leader().Node.Voters()
 		time.Sleep(10 * time.Millisecond)
+	}
+	voters := 0
+	for _, m := range c.Leader().Node.Status().Members {
+		if m.Voter {
+			voters++
+		}
+	}
+	if got := c.Leader().Node.Voters(); got != voters || got != before+1 {
+		t.Errorf("after the promotion the leader counts %d voters (%d before); the configuration has %d", got, before, voters)
 	}
 }

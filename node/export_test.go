@@ -55,3 +55,6 @@ func (n *Node) FSMApplied() uint64 {
 
 // lead returns n's published leader term, or nil.
 func (n *Node) lead() *leaderTerm { return n.term.Load() }
+
+// Voters returns the count of voters that memory renewals go by.
+func (n *Node) Voters() int { return n.voters() }

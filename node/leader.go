@@ -169,6 +169,7 @@ func (n *Node) publishTerm(t *leaderTerm) bool {
 	if t.ctx.Err() != nil || n.raft.State() != raft.Leader || n.raft.CurrentTerm() != t.term {
 		return false
 	}
+	n.votersChanging()
 	n.term.Store(t)
 	return true
 }
@@ -248,7 +249,10 @@ func (n *Node) promoter(t *leaderTerm) {
 			if !n.caughtUp(s.ID, seen) {
 				continue
 			}
-			if err := n.wait(n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.ApplyTimeout)); err != nil {
+			n.votersChanging()
+			err := n.wait(n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.ApplyTimeout))
+			n.votersChanging()
+			if err != nil {
 				n.log.Warn("promoting non-voter failed", "id", s.ID, "err", err)
 				continue
 			}

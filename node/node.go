@@ -47,6 +47,9 @@ var (
 
 // Node is one member of a tenure cluster.
 type Node struct {
+	// votersGen and votersSeen keep the count of voters (see voters).
+	votersGen  atomic.Uint64
+	votersSeen atomic.Pointer[votersCount]
 	cfg  Config
 	log  *slog.Logger
 	raft *raft.Raft
@@ -624,7 +627,32 @@ func (n *Node) closeStores() error {
 	return first
 }
 
+// voters returns how many voters the cluster has, as raft's latest
+// configuration says. Memory renewals ask on every call, so the count is
+// kept until the generation changes: before and after every promotion
+// to voter (the only change that adds one; a stale count that is too
+// high costs a needless quorum check, never a wrong answer) and at every
+// new leader term.
 func (n *Node) voters() int {
+	g := n.votersGen.Load()
+	if v := n.votersSeen.Load(); v != nil && v.gen == g {
+		return v.n
+	}
+	c := n.countVoters()
+	n.votersSeen.Store(&votersCount{gen: g, n: c})
+	return c
+}
+
+// votersCount is a count of voters and the generation it is of.
+type votersCount struct {
+	gen uint64
+	n   int
+}
+
+// votersChanging makes the next voters read the configuration again.
+func (n *Node) votersChanging() { n.votersGen.Add(1) }
+
+func (n *Node) countVoters() int {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
 		return 0
