@@ -44,18 +44,25 @@ func (s *Server) batch(ctx context.Context, req *connect.Request[tenurev1.BatchR
 		func(ctx context.Context) (*tenurev1.BatchResponse, error) {
 			out := make([]*tenurev1.BatchResult, len(in))
 			ops, idx := s.batchOps(ctx, in, out)
-			if len(ops) > 0 {
-				res, err := s.node.Do(ctx, ops...)
-				if err != nil {
-					s.metrics.reject(err)
-					return nil, toConnect(err)
-				}
-				for j, r := range res {
-					out[idx[j]] = s.batchResult(ops[j], r)
-				}
-			}
-			return &tenurev1.BatchResponse{Results: out}, nil
+			return s.serveBatch(ctx, ops, idx, out)
 		})
+}
+
+// serveBatch proposes ops, valid and permitted, on this node (the
+// leader) and puts the result of ops[j] in out[idx[j]]; out holds the
+// errors of the others already.
+func (s *Server) serveBatch(ctx context.Context, ops []lease.Op, idx []int, out []*tenurev1.BatchResult) (*tenurev1.BatchResponse, error) {
+	if len(ops) > 0 {
+		res, err := s.node.Do(ctx, ops...)
+		if err != nil {
+			s.metrics.reject(err)
+			return nil, toConnect(err)
+		}
+		for j, r := range res {
+			out[idx[j]] = s.batchResult(ops[j], r)
+		}
+	}
+	return &tenurev1.BatchResponse{Results: out}, nil
 }
 
 // batchStream serves a BatchStream (see wire.BatchStreamProcedure): each

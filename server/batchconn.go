@@ -236,6 +236,15 @@ func (c *batchConn) waiting() bool {
 func (c *batchConn) call(id uint64, kind byte, payload []byte) {
 	switch kind {
 	case wire.FrameBatch:
+		if res, ok, err := c.renewals(payload); ok {
+			c.s.metrics.countBatch(err)
+			if err != nil {
+				c.writeError(id, err)
+				return
+			}
+			c.write(id, wire.FrameBatch, res)
+			return
+		}
 		msg := new(tenurev1.BatchRequest)
 		if err := proto.Unmarshal(payload, msg); err != nil {
 			c.writeError(id, invalid(err))
@@ -280,6 +289,35 @@ func (c *batchConn) call(id uint64, kind byte, payload []byte) {
 	default:
 		c.writeError(id, connect.NewError(connect.CodeInvalidArgument, errors.New("server: unknown batch connection frame kind")))
 	}
+}
+
+// renewals serves payload, a BatchRequest, without decoding it into
+// messages (see decodeRenewals) when every op of it is a renewal, this
+// node leads, and nobody is authenticated (each op then needs no
+// permission check, which goes by the request's message); ok is false
+// otherwise, and nothing was served.
+func (c *batchConn) renewals(payload []byte) (res *tenurev1.BatchResponse, ok bool, err error) {
+	if c.s.auth.enabled() || !c.s.node.IsLeader() {
+		return nil, false, nil
+	}
+	ops, ok := decodeRenewals(payload, "")
+	if !ok {
+		return nil, false, nil
+	}
+	limits := c.s.node.Limits()
+	out := make([]*tenurev1.BatchResult, len(ops))
+	idx := make([]int, 0, len(ops))
+	valid := ops[:0]
+	for i, op := range ops {
+		if err := limits.Validate(op); err != nil {
+			out[i] = batchError(invalid(err))
+			continue
+		}
+		valid = append(valid, op)
+		idx = append(idx, i)
+	}
+	res, err = c.s.serveBatch(c.ctx, valid, idx, out)
+	return res, true, err
 }
 
 // batch serves a Batch call as the Batch method does, permission check

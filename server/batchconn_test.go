@@ -139,6 +139,24 @@ func TestBatchConnServesCalls(t *testing.T) {
 		}
 		token := r[0].GetAcquire().GetLease().GetToken()
 
+		// A renewal (on the leader, read straight off the wire) and a
+		// renewal of a token that is not the current one.
+		bc.send(11, wire.FrameBatch, &tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{
+			{Op: &tenurev1.BatchOp_Renew{Renew: &tenurev1.RenewRequest{Leases: []*tenurev1.LeaseRef{{Name: name, Token: token}}}}},
+			{Op: &tenurev1.BatchOp_Renew{Renew: &tenurev1.RenewRequest{Leases: []*tenurev1.LeaseRef{{Name: name, Token: token + 1}}}}}}})
+		id, msg, err = bc.next()
+		if err != nil || id != 11 {
+			t.Fatalf("%s: renewals: call %d, %v", m.ID, id, err)
+		}
+		r = msg.(*tenurev1.BatchResponse).GetResults()
+		if l := r[0].GetRenew().GetResults()[0].GetLease(); len(r) != 2 || l.GetToken() != token || l.GetTtl().AsDuration() != 5*time.Second ||
+			l.GetRemaining().AsDuration() <= 0 || l.GetRemaining().AsDuration() > 5*time.Second {
+			t.Errorf("%s: a renewal: %v; want token %d renewed for 5s", m.ID, r, token)
+		}
+		if rr := r[1].GetRenew().GetResults()[0]; rr.GetLease() != nil || rr.GetReason() != lease.ReasonStaleToken {
+			t.Errorf("%s: a renewal of another token: %v; want %s", m.ID, rr, lease.ReasonStaleToken)
+		}
+
 		// Two waiters queue behind the holder; the first is cancelled.
 		bc.send(2, wire.FrameAcquire, waitingAcquire(name, "w1"))
 		waitQueued(t, ctx, c, name, 1)

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"pgregory.net/rapid"
+
+	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
+	"github.com/tenure-io/tenure/lease"
+)
+
+// renewBatch draws a BatchRequest of renewals.
+func renewBatch(t *rapid.T) *tenurev1.BatchRequest {
+	req := &tenurev1.BatchRequest{}
+	for range rapid.IntRange(1, 4).Draw(t, "ops") {
+		r := &tenurev1.RenewRequest{}
+		for range rapid.IntRange(0, 4).Draw(t, "refs") {
+			ref := &tenurev1.LeaseRef{
+				Name:  rapid.StringN(0, 20, -1).Draw(t, "name"),
+				Token: rapid.Uint64().Draw(t, "token"),
+			}
+			if rapid.Bool().Draw(t, "ttl") {
+				ref.Ttl = &durationpb.Duration{
+					Seconds: rapid.Int64().Draw(t, "seconds"),
+					Nanos:   rapid.Int32().Draw(t, "nanos"),
+				}
+				if rapid.Bool().Draw(t, "plain") {
+					ref.Ttl = durationpb.New(time.Duration(rapid.Int64Range(-1e12, 1e12).Draw(t, "d")))
+				}
+			}
+			r.Leases = append(r.Leases, ref)
+		}
+		if rapid.Bool().Draw(t, "id") {
+			r.RequestId = &tenurev1.RequestID{
+				Session: rapid.StringN(0, 8, -1).Draw(t, "session"),
+				Seq:     rapid.Uint64().Draw(t, "seq"),
+				Floor:   rapid.Uint64().Draw(t, "floor"),
+			}
+		}
+		req.Ops = append(req.Ops, &tenurev1.BatchOp{Op: &tenurev1.BatchOp_Renew{Renew: r}})
+	}
+	return req
+}
+
+// The ops decodeRenewals reads off the wire are those the usual path
+// makes (proto.Unmarshal, then renewOp), for any batch of renewals.
+func TestDecodeRenewalsAsMessagesDo(t *testing.T) {
+	ctx := context.WithValue(context.Background(), identityKey{}, identity{principal: "p"})
+	rapid.Check(t, func(t *rapid.T) {
+		req := renewBatch(t)
+		b, err := proto.MarshalOptions{Deterministic: rapid.Bool().Draw(t, "deterministic")}.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := decodeRenewals(b, "p")
+		if !ok {
+			t.Fatalf("not decoded: %v", req)
+		}
+		msg := new(tenurev1.BatchRequest)
+		if err := proto.Unmarshal(b, msg); err != nil {
+			t.Fatal(err)
+		}
+		var want []lease.Op
+		for _, o := range msg.GetOps() {
+			want = append(want, renewOp(ctx, o.GetRenew()))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decoded\n%+v\nwant\n%+v", got, want)
+		}
+	})
+}
+
+// Whatever is not a plain batch of renewals is left to the usual path,
+// which answers it as the Batch method does: ok is false.
+func TestDecodeRenewalsLeavesTheRest(t *testing.T) {
+	renew := &tenurev1.BatchOp{Op: &tenurev1.BatchOp_Renew{Renew: &tenurev1.RenewRequest{
+		Leases:    []*tenurev1.LeaseRef{{Name: "a", Token: 1, Ttl: durationpb.New(time.Second)}},
+		RequestId: &tenurev1.RequestID{Session: "s", Seq: 1}}}}
+	plain, err := proto.Marshal(&tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{renew}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := decodeRenewals(plain, ""); !ok {
+		t.Fatal("a plain renewal was not decoded")
+	}
+	acquire, _ := proto.Marshal(&tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{renew,
+		{Op: &tenurev1.BatchOp_Acquire{Acquire: &tenurev1.AcquireRequest{Name: "a"}}}}})
+	badName, _ := proto.Marshal(&tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{{Op: &tenurev1.BatchOp_Renew{Renew: &tenurev1.RenewRequest{
+		Leases: []*tenurev1.LeaseRef{{Name: "ok"}}}}}}})
+	badName[len(badName)-1] = 0xff // the name's one byte: not UTF-8
+	idTwice := protowire.AppendTag(nil, 2, protowire.BytesType)
+	idTwice = protowire.AppendBytes(idTwice, nil)
+	idTwice = append(idTwice, idTwice...)
+	op := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), idTwice)
+	idTwiceBatch := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), op)
+	unknown := protowire.AppendVarint(protowire.AppendTag(append([]byte(nil), plain...), 9, protowire.VarintType), 1)
+	var tooMany []byte
+	for range MaxBatchOps + 1 {
+		tooMany = append(tooMany, plain...)
+	}
+	for name, b := range map[string][]byte{
+		"empty":               nil,
+		"with an acquire":     acquire,
+		"a name not in UTF-8": badName,
+		"a request ID twice":  idTwiceBatch,
+		"an unknown field":    unknown,
+		"cut short":           plain[:len(plain)-1],
+		"too many ops":        tooMany,
+	} {
+		if ops, ok := decodeRenewals(b, ""); ok {
+			t.Errorf("%s: decoded as %+v; want it left to proto.Unmarshal", name, ops)
+		}
+	}
+}
