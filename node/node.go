@@ -50,9 +50,9 @@ type Node struct {
 	// votersGen and votersSeen keep the count of voters (see voters).
 	votersGen  atomic.Uint64
 	votersSeen atomic.Pointer[votersCount]
-	cfg  Config
-	log  *slog.Logger
-	raft *raft.Raft
+	cfg        Config
+	log        *slog.Logger
+	raft       *raft.Raft
 	// raftRef is raft for the raft log's goroutines, which may run
 	// before open returns.
 	raftRef atomic.Pointer[raft.Raft]

@@ -111,14 +111,14 @@ func headerHas(h http.Header, key, v string) bool {
 // serves the calls that do not wait itself, one at a time, and starts a
 // goroutine for each Acquire that waits.
 type batchConn struct {
-	s      *Server
-	conn   net.Conn
-	r      *bufio.Reader
+	s    *Server
+	conn net.Conn
+	r    *bufio.Reader
 	// breq and areq carry what a call's own request would: its
 	// credentials, and the mark of a forwarded call. Each call gets a
 	// copy, with its message and the same (read-only) header.
-	breq *connect.Request[tenurev1.BatchRequest]
-	areq *connect.Request[tenurev1.AcquireRequest]
+	breq   *connect.Request[tenurev1.BatchRequest]
+	areq   *connect.Request[tenurev1.AcquireRequest]
 	max    int64 // the longest frame taken
 	ctx    context.Context
 	cancel context.CancelFunc
