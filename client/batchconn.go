@@ -98,6 +98,12 @@ func (d *connDialer) dial(ctx context.Context) (*batchConn, error) {
 	if err != nil {
 		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
+	// The handshake (TLS, the upgrade) gets as long as the dial: a
+	// server that accepts and never answers must not hold a call that
+	// has no deadline of its own.
+	if d.timeout > 0 {
+		nc.SetDeadline(time.Now().Add(d.timeout))
+	}
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
 	defer stop()
 	if d.tls != nil {
