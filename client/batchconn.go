@@ -148,7 +148,7 @@ func (d *connDialer) dial(ctx context.Context) (*batchConn, error) {
 		return nil, ctxError(ctx)
 	}
 	nc.SetDeadline(time.Time{})
-	bc := &batchConn{conn: nc, calls: make(map[uint64]chan frame), done: make(chan struct{})}
+	bc := &batchConn{conn: nc, w: wire.NewFrameWriter(nc), calls: make(map[uint64]chan frame), done: make(chan struct{})}
 	go bc.read(br)
 	return bc, nil
 }
@@ -229,8 +229,7 @@ type frame struct {
 type batchConn struct {
 	conn net.Conn
 
-	wmu  sync.Mutex // one frame at a time
-	wbuf []byte
+	w *wire.FrameWriter
 
 	mu      sync.Mutex
 	next    uint64
@@ -334,26 +333,7 @@ func waits(kind byte, req proto.Message) bool {
 
 // write sends one frame (msg nil: no payload).
 func (c *batchConn) write(id uint64, kind byte, msg proto.Message) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	n := 0
-	if msg != nil {
-		n = proto.Size(msg)
-	}
-	b := wire.AppendFrameHeader(c.wbuf[:0], id, kind, n)
-	var err error
-	if msg != nil {
-		b, err = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, msg)
-	}
-	if err == nil {
-		_, err = c.conn.Write(b)
-	}
-	if cap(b) <= 4096 {
-		c.wbuf = b[:0]
-	} else {
-		c.wbuf = nil
-	}
-	return err
+	return c.w.Write(id, kind, msg)
 }
 
 // fail ends the connection with err.

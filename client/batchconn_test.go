@@ -111,7 +111,7 @@ func TestLeaseCallsGoOnTheBatchConnection(t *testing.T) {
 		_, err := cl.Acquire(ctx, "jobs/a", "h2", time.Minute, client.Wait(0))
 		got <- err
 	}()
-	waitWaiters(t, ctx, m, "jobs/a", 1)
+	testcluster.WaitWaiters(t, ctx, m, "jobs/a", 1)
 	if _, err := cl.RenewOne(ctx, l.Name, l.Token); err != nil {
 		t.Fatalf("Renew while another call waits on the connection: %v", err)
 	}
@@ -122,12 +122,12 @@ func TestLeaseCallsGoOnTheBatchConnection(t *testing.T) {
 		_, err := cl.Acquire(wctx, "jobs/a", "h3", time.Minute, client.Wait(0))
 		gaveUp <- err
 	}()
-	waitWaiters(t, ctx, m, "jobs/a", 2)
+	testcluster.WaitWaiters(t, ctx, m, "jobs/a", 2)
 	stop()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled wait: %v; want context.Canceled", err)
 	}
-	waitWaiters(t, ctx, m, "jobs/a", 1)
+	testcluster.WaitWaiters(t, ctx, m, "jobs/a", 1)
 	if err := cl.Release(ctx, l.Name, l.Token); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -143,21 +143,5 @@ func TestLeaseCallsGoOnTheBatchConnection(t *testing.T) {
 	}
 	if lines := log.lines(); len(lines) != 2 || lines[1] != "PRI * HTTP/2.0" {
 		t.Errorf("connections (first lines) after a Get: %q; want the batch connection and an HTTP/2 one", lines)
-	}
-}
-
-// waitWaiters waits until name has n waiters on m.
-func waitWaiters(t *testing.T, ctx context.Context, m *testcluster.Member, name string, n int) {
-	t.Helper()
-	for {
-		w := m.Node.Waiters(name)[name]
-		if len(w) == n {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never had %d waiters (last: %v)", name, n, w)
-		case <-time.After(5 * time.Millisecond):
-		}
 	}
 }

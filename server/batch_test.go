@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -179,23 +178,10 @@ func (putNode) Do(_ context.Context, ops ...lease.Op) ([]lease.Result, error) {
 // tells each client that nothing after its last answer was served
 // (unavailable, a wire error: safe to send elsewhere).
 func TestShutdownEndsIdleBatchStreams(t *testing.T) {
-	srv, err := server.New(server.Config{Node: putNode{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := server.NewHTTPServer(ln.Addr().String(), srv.Handler())
-	hs.RegisterOnShutdown(srv.EndBatchStreams)
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
-
+	hs, addr := startPutServer(t)
 	ctx := ctxT(t)
 	sc := connect.NewClient[tenurev1.BatchRequest, tenurev1.BatchResponse](h2c(t),
-		"http://"+ln.Addr().String()+wire.BatchStreamProcedure)
+		"http://"+addr+wire.BatchStreamProcedure)
 	st := sc.CallBidiStream(ctx)
 	defer st.CloseResponse()
 	if err := st.Send(&tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{batchPut("k", "l", 1)}}); err != nil {
@@ -210,7 +196,7 @@ func TestShutdownEndsIdleBatchStreams(t *testing.T) {
 	if err := hs.Shutdown(sctx); err != nil {
 		t.Fatalf("shutdown with an idle batch stream open: %v; want it ended, not waited for", err)
 	}
-	_, err = st.Receive()
+	_, err := st.Receive()
 	if connect.CodeOf(err) != connect.CodeUnavailable || !connect.IsWireError(err) {
 		t.Errorf("the ended stream: %v; want unavailable from the server", err)
 	}

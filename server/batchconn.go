@@ -64,6 +64,7 @@ func (s *Server) serveBatchConn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.conn = nc
+	c.w = wire.NewFrameWriter(nc)
 	// The client sends nothing before the 101; whatever net/http read
 	// ahead stays in its reader. Else a small reader will do: most
 	// frames are a few dozen bytes, and longer ones are read past it.
@@ -123,8 +124,7 @@ type batchConn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	wmu  sync.Mutex // one frame at a time
-	wbuf []byte     // wmu
+	w *wire.FrameWriter
 
 	mu     sync.Mutex
 	busy   bool                          // a call is served by the reader
@@ -379,20 +379,7 @@ func (c *batchConn) writeError(id uint64, err error) {
 // write sends the answer to call id. A write that fails closes the
 // connection: the reader then ends too.
 func (c *batchConn) write(id uint64, kind byte, msg proto.Message) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	n := proto.Size(msg)
-	b := wire.AppendFrameHeader(c.wbuf[:0], id, kind, n)
-	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, msg)
-	if err == nil {
-		_, err = c.conn.Write(b)
-	}
-	if cap(b) <= 4096 {
-		c.wbuf = b[:0]
-	} else {
-		c.wbuf = nil
-	}
-	if err != nil {
+	if err := c.w.Write(id, kind, msg); err != nil {
 		c.conn.Close()
 	}
 }

@@ -159,11 +159,11 @@ func TestBatchConnServesCalls(t *testing.T) {
 
 		// Two waiters queue behind the holder; the first is cancelled.
 		bc.send(2, wire.FrameAcquire, waitingAcquire(name, "w1"))
-		waitQueued(t, ctx, c, name, 1)
+		testcluster.WaitWaiters(t, ctx, c.Leader(), name, 1)
 		bc.send(3, wire.FrameAcquire, waitingAcquire(name, "w2"))
-		waitQueued(t, ctx, c, name, 2)
+		testcluster.WaitWaiters(t, ctx, c.Leader(), name, 2)
 		bc.send(3, wire.FrameCancel, nil)
-		waitQueued(t, ctx, c, name, 1)
+		testcluster.WaitWaiters(t, ctx, c.Leader(), name, 1)
 
 		// While the wait goes on, the connection serves batches.
 		bc.send(4, wire.FrameBatch, &tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{
@@ -200,22 +200,6 @@ func TestBatchConnServesCalls(t *testing.T) {
 		var he *lease.HeldError
 		if id, _, err := bc.next(); id != 7 || !errors.As(wire.FromConnectError(err), &he) || he.Holder != "w1" {
 			t.Errorf("%s: a try of a held lease: call %d, %v; want call 7 held by w1", m.ID, id, err)
-		}
-	}
-}
-
-// waitQueued waits until name has n waiters on the leader of c.
-func waitQueued(t *testing.T, ctx context.Context, c *testcluster.Cluster, name string, n int) {
-	t.Helper()
-	for {
-		w := c.Leader().Node.Waiters(name)[name]
-		if len(w) == n {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never had %d waiters (last: %v)", name, n, w)
-		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }

@@ -110,11 +110,11 @@ func decodeRef(b []byte) (lease.Ref, bool) {
 		b = b[n:]
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			s, n := protowire.ConsumeBytes(b)
-			if n < 0 || !utf8.Valid(s) {
+			s, n := consumeString(b)
+			if n < 0 {
 				return lease.Ref{}, false
 			}
-			ref.Name, b = string(s), b[n:]
+			ref.Name, b = s, b[n:]
 		case num == 2 && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
@@ -176,11 +176,11 @@ func decodeRequestID(b []byte) (session string, seq, floor uint64, ok bool) {
 		b = b[n:]
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			s, n := protowire.ConsumeBytes(b)
-			if n < 0 || !utf8.Valid(s) {
+			s, n := consumeString(b)
+			if n < 0 {
 				return "", 0, 0, false
 			}
-			session, b = string(s), b[n:]
+			session, b = s, b[n:]
 		case num != 1 && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
@@ -197,4 +197,14 @@ func decodeRequestID(b []byte) (session string, seq, floor uint64, ok bool) {
 		}
 	}
 	return session, seq, floor, true
+}
+
+// consumeString reads a string field's value: n is negative if it is
+// cut short or not UTF-8 (which proto.Unmarshal refuses).
+func consumeString(b []byte) (string, int) {
+	s, n := protowire.ConsumeBytes(b)
+	if n < 0 || !utf8.Valid(s) {
+		return "", -1
+	}
+	return string(s), n
 }

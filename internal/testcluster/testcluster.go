@@ -185,3 +185,20 @@ func RunWithCluster(m TestingM, endpoints *[]string) int {
 	}
 	return code
 }
+
+// WaitWaiters waits until name has n waiters on m, failing t if ctx
+// ends first.
+func WaitWaiters(t testing.TB, ctx context.Context, m *Member, name string, n int) {
+	t.Helper()
+	for {
+		w := m.Node.Waiters(name)[name]
+		if len(w) == n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never had %d waiters (last: %v)", name, n, w)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}

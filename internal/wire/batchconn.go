@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // The batch connection. tenure's Go client sends its lease traffic
@@ -92,6 +95,42 @@ func ReadFrame(r *bufio.Reader, buf []byte, max int64) (id uint64, kind byte, pa
 func noEOF(err error) error {
 	if errors.Is(err, io.EOF) {
 		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// FrameWriter writes frames to a batch connection, one at a time, from
+// any goroutine.
+type FrameWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte // reused while small
+}
+
+// NewFrameWriter returns a FrameWriter of w.
+func NewFrameWriter(w io.Writer) *FrameWriter { return &FrameWriter{w: w} }
+
+// Write sends a frame of kind for call id with msg as its payload (nil:
+// none), in one write.
+func (fw *FrameWriter) Write(id uint64, kind byte, msg proto.Message) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	n := 0
+	if msg != nil {
+		n = proto.Size(msg)
+	}
+	b := AppendFrameHeader(fw.buf[:0], id, kind, n)
+	var err error
+	if msg != nil {
+		b, err = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, msg)
+	}
+	if err == nil {
+		_, err = fw.w.Write(b)
+	}
+	if cap(b) <= 4<<10 {
+		fw.buf = b[:0]
+	} else {
+		fw.buf = nil
 	}
 	return err
 }
