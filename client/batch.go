@@ -140,11 +140,7 @@ func (b *batcher) do(ctx context.Context, op *tenurev1.BatchOp) (*tenurev1.Batch
 			}
 		}
 		b.mu.Unlock()
-		code := connect.CodeCanceled
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			code = connect.CodeDeadlineExceeded
-		}
-		return nil, connect.NewError(code, ctx.Err())
+		return nil, ctxError(ctx)
 	}
 	if call.err != nil {
 		return nil, call.err
@@ -306,11 +302,7 @@ func (b *batcher) call(ctx context.Context, req *tenurev1.BatchRequest) (*tenure
 		return res, nil
 	}
 	if ctx.Err() != nil {
-		code := connect.CodeCanceled
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			code = connect.CodeDeadlineExceeded
-		}
-		return nil, connect.NewError(code, ctx.Err())
+		return nil, ctxError(ctx)
 	}
 	if connect.CodeOf(err) == connect.CodeUnimplemented {
 		// A server older than BatchStream (which answers HTTP 404, or

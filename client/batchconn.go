@@ -266,13 +266,12 @@ func (c *batchConn) read(br *bufio.Reader) {
 	close(c.done)
 }
 
+// ended reports whether the connection failed or was closed: the next
+// call needs a new one.
 func (c *batchConn) ended() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err != nil
 }
 
 // call sends req as a call of kind and returns the answer. When ctx ends
@@ -291,7 +290,7 @@ func (c *batchConn) call(ctx context.Context, kind byte, req proto.Message) (fra
 	id := c.next
 	c.calls[id] = ch
 	c.mu.Unlock()
-	if err := c.write(id, kind, req); err != nil {
+	if err := c.w.Write(id, kind, req); err != nil {
 		c.fail(err)
 		return frame{}, connect.NewError(connect.CodeUnavailable, err)
 	}
@@ -314,7 +313,7 @@ func (c *batchConn) call(ctx context.Context, kind byte, req proto.Message) (fra
 		delete(c.calls, id)
 		c.mu.Unlock()
 		if waits(kind, req) {
-			if err := c.write(id, wire.FrameCancel, nil); err != nil {
+			if err := c.w.Write(id, wire.FrameCancel, nil); err != nil {
 				c.fail(err)
 			}
 			c.answered()
@@ -329,11 +328,6 @@ func (c *batchConn) call(ctx context.Context, kind byte, req proto.Message) (fra
 func waits(kind byte, req proto.Message) bool {
 	a, ok := req.(*tenurev1.AcquireRequest)
 	return kind == wire.FrameAcquire && ok && a.GetWait()
-}
-
-// write sends one frame (msg nil: no payload).
-func (c *batchConn) write(id uint64, kind byte, msg proto.Message) error {
-	return c.w.Write(id, kind, msg)
 }
 
 // fail ends the connection with err.

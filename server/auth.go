@@ -128,18 +128,27 @@ func (a *Auth) middleware(next http.Handler) http.Handler {
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := a.authenticate(r)
-		if a.enabled() && isProcedure(r.URL.Path) && ew.IsSupported(r) {
-			err := id.err
-			if err == nil && id.principal == "" && !id.member {
-				err = errUnauthenticated()
-			}
-			if err != nil {
+		if isProcedure(r.URL.Path) && ew.IsSupported(r) {
+			if err := a.refusal(id); err != nil {
 				ew.Write(w, r, err)
 				return
 			}
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 	})
+}
+
+// refusal is the error that refuses a call from id before it is read:
+// bad credentials, or none where the server wants them; nil if the call
+// may go on to its permission check.
+func (a *Auth) refusal(id identity) error {
+	if !a.enabled() {
+		return nil
+	}
+	if id.err == nil && id.principal == "" && !id.member {
+		return errUnauthenticated()
+	}
+	return id.err
 }
 
 // errUnauthenticated refuses a request that carries no credentials.

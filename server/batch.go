@@ -86,11 +86,7 @@ func (s *Server) batchStream(ctx context.Context, st *connect.BidiStream[tenurev
 			return err
 		}
 		req := connect.NewRequest(msg)
-		for _, k := range []string{forwardedHeader, "Authorization"} {
-			if v := h.Get(k); v != "" {
-				req.Header().Set(k, v)
-			}
-		}
+		copyCallHeader(req.Header(), h)
 		res, err := s.batch(ctx, req)
 		s.metrics.countBatch(err)
 		if err != nil {
@@ -98,6 +94,17 @@ func (s *Server) batchStream(ctx context.Context, st *connect.BidiStream[tenurev
 		}
 		if err := st.Send(res.Msg); err != nil {
 			return err
+		}
+	}
+}
+
+// copyCallHeader copies to dst what of the header src of a stream or
+// batch connection each of its calls carries as its own request would:
+// the credentials, and the mark of a forwarded call.
+func copyCallHeader(dst, src http.Header) {
+	for _, k := range []string{forwardedHeader, "Authorization"} {
+		if v := src.Get(k); v != "" {
+			dst.Set(k, v)
 		}
 	}
 }

@@ -32,15 +32,9 @@ func (s *Server) serveBatchConn(w http.ResponseWriter, r *http.Request) {
 	}
 	// Credentials first, as for any call: a stranger gets no connection
 	// to hold.
-	if s.auth.enabled() {
-		if id := identityFrom(r.Context()); id.err != nil || (id.principal == "" && !id.member) {
-			err := id.err
-			if err == nil {
-				err = errUnauthenticated()
-			}
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
+	if err := s.auth.refusal(identityFrom(r.Context())); err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
 	}
 	// The connection outlives this handler: it is served by a goroutine
 	// of its own, so that net/http's buffers and contexts for reading
@@ -51,12 +45,8 @@ func (s *Server) serveBatchConn(w http.ResponseWriter, r *http.Request) {
 	// mark of a forwarded call.
 	c.breq = connect.NewRequest[tenurev1.BatchRequest](nil)
 	c.areq = connect.NewRequest[tenurev1.AcquireRequest](nil)
-	for _, k := range []string{forwardedHeader, "Authorization"} {
-		if v := r.Header.Get(k); v != "" {
-			c.breq.Header().Set(k, v)
-			c.areq.Header().Set(k, v)
-		}
-	}
+	copyCallHeader(c.breq.Header(), r.Header)
+	copyCallHeader(c.areq.Header(), r.Header)
 	nc, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		c.cancel()
@@ -236,21 +226,15 @@ func (c *batchConn) waiting() bool {
 func (c *batchConn) call(id uint64, kind byte, payload []byte) {
 	switch kind {
 	case wire.FrameBatch:
-		if res, ok, err := c.renewals(payload); ok {
-			c.s.metrics.countBatch(err)
-			if err != nil {
-				c.writeError(id, err)
+		res, ok, err := c.renewals(payload)
+		if !ok {
+			msg := new(tenurev1.BatchRequest)
+			if err := proto.Unmarshal(payload, msg); err != nil {
+				c.writeError(id, invalid(err))
 				return
 			}
-			c.write(id, wire.FrameBatch, res)
-			return
+			res, err = c.batch(msg)
 		}
-		msg := new(tenurev1.BatchRequest)
-		if err := proto.Unmarshal(payload, msg); err != nil {
-			c.writeError(id, invalid(err))
-			return
-		}
-		res, err := c.batch(msg)
 		c.s.metrics.countBatch(err)
 		if err != nil {
 			c.writeError(id, err)
