@@ -145,3 +145,57 @@ func TestLeaseCallsGoOnTheBatchConnection(t *testing.T) {
 		t.Errorf("connections (first lines) after a Get: %q; want the batch connection and an HTTP/2 one", lines)
 	}
 }
+
+// A server that accepts the batch connection and never answers the
+// upgrade holds a call only as long as a dial may take: the client gives
+// up on that connection and tries again, even for a waiting Acquire,
+// which has no deadline of its own.
+func TestBatchConnHandshakeIsBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = []string{ln.Addr().String()}
+	cfg.DialTimeout = 100 * time.Millisecond
+	cfg.RetryBackoff = time.Millisecond
+	cfg.MaxRetryBackoff = 10 * time.Millisecond
+	cl, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := cl.Acquire(ctx, "jobs/a", "h", time.Minute, client.Wait(0)); err == nil {
+		t.Fatal("Acquire from a server that never answers succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(conns) < 3 {
+		t.Errorf("the client opened %d connections in 2s with a dial timeout of 100ms; want it to give up on each handshake and try again", len(conns))
+	}
+}
