@@ -88,7 +88,7 @@ func (s *Server) batchStream(ctx context.Context, st *connect.BidiStream[tenurev
 		req := connect.NewRequest(msg)
 		copyCallHeader(req.Header(), h)
 		res, err := s.batch(ctx, req)
-		s.metrics.countBatch(err)
+		s.metrics.countCall(tenurev1connect.LeaseServiceBatchProcedure, err)
 		if err != nil {
 			return err
 		}

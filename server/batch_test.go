@@ -14,6 +14,7 @@ import (
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/internal/wire"
 	"github.com/tenure-io/tenure/lease"
+	"github.com/tenure-io/tenure/node"
 	"github.com/tenure-io/tenure/server"
 )
 
@@ -165,6 +166,7 @@ func (putNode) IsLeader() bool                  { return true }
 func (putNode) Leader() (string, string, error) { return "n1", "", nil }
 func (putNode) ClusterID() string               { return "" }
 func (putNode) Limits() lease.Limits            { return lease.DefaultLimits() }
+func (putNode) Status() node.Status             { return node.Status{} }
 func (putNode) Do(_ context.Context, ops ...lease.Op) ([]lease.Result, error) {
 	res := make([]lease.Result, len(ops))
 	for i := range res {

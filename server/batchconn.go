@@ -235,7 +235,7 @@ func (c *batchConn) call(id uint64, kind byte, payload []byte) {
 			}
 			res, err = c.batch(msg)
 		}
-		c.s.metrics.countBatch(err)
+		c.s.metrics.countCall(tenurev1connect.LeaseServiceBatchProcedure, err)
 		if err != nil {
 			c.writeError(id, err)
 			return
@@ -329,11 +329,7 @@ func (c *batchConn) acquire(ctx context.Context, id uint64, msg *tenurev1.Acquir
 		req.Msg = msg
 		res, err = (&leaseService{c.s}).Acquire(ctx, &req)
 	}
-	code := "ok"
-	if err != nil {
-		code = connect.CodeOf(err).String()
-	}
-	c.s.metrics.count("Acquire", code)
+	c.s.metrics.countCall(tenurev1connect.LeaseServiceAcquireProcedure, err)
 	if ctx.Err() != nil && c.ctx.Err() == nil {
 		return // cancelled by the client: it wants no answer
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -318,4 +319,40 @@ func TestBatchConnNeedsCredentials(t *testing.T) {
 	if connect.Code(r[0].GetError().GetCode()) != connect.CodePermissionDenied || r[1].GetAcquire().GetLease().GetToken() == 0 {
 		t.Errorf("batch: %v; want other/b refused and jobs/b granted", r)
 	}
+}
+
+// A Batch call is counted under the same method label however it came:
+// on its own request, or on a batch connection.
+func TestBatchConnCallsAreCountedAsTheirMethod(t *testing.T) {
+	_, addr := startPutServer(t)
+	ctx := ctxT(t)
+	if _, err := dial(t, addr).lease.Batch(ctx, connect.NewRequest(&tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{batchPut("k", "l", 1)}})); err != nil {
+		t.Fatalf("Batch: %v", err)
+	}
+	bc := upgrade(t, addr, nil)
+	bc.send(1, wire.FrameBatch, &tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{batchPut("k", "l", 1)}})
+	if _, _, err := bc.next(); err != nil {
+		t.Fatalf("Batch on the batch connection: %v", err)
+	}
+	res, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	want := `tenure_requests_total{code="ok",method="LeaseService/Batch"} 2`
+	if !strings.Contains(string(body), want) {
+		t.Errorf("metrics lack %s:\n%s", want, grepLines(string(body), "tenure_requests_total"))
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.Lines(s) {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }

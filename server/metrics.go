@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
 	"github.com/tenure-io/tenure/lease"
 	"github.com/tenure-io/tenure/node"
 )
@@ -20,7 +21,8 @@ type metrics struct {
 	served     atomic.Uint64
 	renewals   prometheus.Counter
 	rejections *prometheus.CounterVec
-	// batchOK is requests{method="Batch",code="ok"}, the most counted.
+	// batchOK is requests{method="LeaseService/Batch",code="ok"}, the
+	// most counted.
 	batchOK prometheus.Counter
 }
 
@@ -39,7 +41,7 @@ func newMetrics(reg prometheus.Registerer, n Node) *metrics {
 			Help: "Requests refused by the state machine, by reason.",
 		}, []string{"reason"}),
 	}
-	m.batchOK = m.requests.WithLabelValues("Batch", "ok")
+	m.batchOK = m.requests.WithLabelValues(methodLabel(tenurev1connect.LeaseServiceBatchProcedure), "ok")
 	for _, r := range []string{lease.ReasonLeaseHeld, lease.ReasonStaleToken, lease.ReasonNotFound, "INVALID", "UNAVAILABLE"} {
 		m.rejections.WithLabelValues(r)
 	}
@@ -63,27 +65,31 @@ func (m *metrics) interceptor() connect.Interceptor {
 	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			res, err := next(ctx, req)
-			code := "ok"
-			if err != nil {
-				code = connect.CodeOf(err).String()
-			}
-			method := req.Spec().Procedure
-			method = method[strings.LastIndex(method, ".")+1:]
-			m.count(method, code)
+			m.countCall(req.Spec().Procedure, err)
 			return res, err
 		}
 	})
 }
 
-// countBatch counts one Batch call of a BatchStream or batch connection
-// that ended with err.
-func (m *metrics) countBatch(err error) {
-	if err == nil {
+// countCall counts one call of procedure that ended with err, however
+// it came (a request of its own, a BatchStream message, a batch
+// connection frame).
+func (m *metrics) countCall(procedure string, err error) {
+	if err == nil && procedure == tenurev1connect.LeaseServiceBatchProcedure {
 		m.batchOK.Inc()
 		m.served.Add(1)
 		return
 	}
-	m.count("Batch", connect.CodeOf(err).String())
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	m.count(methodLabel(procedure), code)
+}
+
+// methodLabel is the method label of procedure: "LeaseService/Acquire".
+func methodLabel(procedure string) string {
+	return procedure[strings.LastIndex(procedure, ".")+1:]
 }
 
 func (m *metrics) count(method, code string) {
