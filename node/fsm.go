@@ -188,6 +188,10 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if err == nil {
 		err = s.state.Write(sink)
 	}
+	grants := s.state.Grants()
+	// The capture is garbage now (raft keeps s until Release): let it
+	// go before the collection below, or that collection keeps it.
+	s.state = nil
 	if err != nil {
 		sink.Cancel()
 		return err
@@ -195,11 +199,12 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if err := sink.Close(); err != nil {
 		return err
 	}
-	// The encoding's garbage is as large as the state: give it back to
-	// the operating system now rather than bit by bit, so that memory
-	// after a snapshot is the state's, not the snapshot's high-water mark.
-	// A small state's garbage is not worth a forced collection.
-	if s.state.Grants() >= freeMemoryGrants {
+	// The capture and the encoding's garbage are as large as the state:
+	// give them back to the operating system now rather than bit by bit,
+	// so that memory after a snapshot is the state's, not the snapshot's
+	// high-water mark. A small state's garbage is not worth a forced
+	// collection.
+	if grants >= freeMemoryGrants {
 		debug.FreeOSMemory()
 	}
 	return nil
