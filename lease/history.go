@@ -1,7 +1,9 @@
 package lease
 
 import (
+	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -155,10 +157,23 @@ func HistoryConfigOp(r HistoryRetention) Op {
 }
 
 // termHistory is the state's record of terms.
+//
+// A term still held is not stored here: it is its grant (a Lease with
+// termed set, which also keeps the term's StartWall), and its counts of
+// fenced writes, if it had any, are in writes. Only when the term ends
+// does it become a Term in byName. So a name that has only ever had the
+// grant it holds costs the history nothing but a field of the grant: at
+// a million leases, a Term and a map entry per lease would be more than
+// half of the state's memory.
 type termHistory struct {
 	retention HistoryRetention
-	// byName holds each name's terms in the order granted (by token).
+	// byName holds each name's ended terms in the order granted (by
+	// token). A snapshot's held term whose grant it does not hold (none
+	// is written so) would stay here too, unended.
 	byName map[string][]Term
+	// writes counts the fenced writes of held terms that had any, by
+	// token.
+	writes map[uint64]*termWrites
 	// sweep is the cluster time of the next sweep (not in snapshots:
 	// which gone terms are still in memory changes nothing).
 	sweep time.Duration
@@ -176,8 +191,23 @@ func (h *termHistory) noteEnd(end time.Duration) {
 	}
 }
 
+// termWrites counts the fenced writes of a held term.
+type termWrites struct{ accepted, refused uint64 }
+
 func newTermHistory() termHistory {
-	return termHistory{byName: make(map[string][]Term)}
+	return termHistory{byName: make(map[string][]Term), writes: make(map[uint64]*termWrites)}
+}
+
+// held returns the term of the held grant l (termed).
+func (h *termHistory) held(l *Lease) Term {
+	t := Term{
+		Holder: l.Holder, Token: l.Token, Principal: l.Principal, Limit: l.Limit,
+		Start: l.GrantedAt, StartWall: l.startWall, Shared: l.Shared,
+	}
+	if w := h.writes[l.Token]; w != nil {
+		t.Accepted, t.Refused = w.accepted, w.refused
+	}
+	return t
 }
 
 // gone reports whether t is past the age limit at now.
@@ -275,25 +305,64 @@ func (s *State) HistoryRetention() HistoryRetention { return s.history.retention
 // History returns the terms of name kept at the cluster time of the last
 // applied batch, oldest first. It does not change the state.
 func (s *State) History(name string) []Term {
-	return s.history.visible(name, s.now)
+	return s.visibleHistory(name, s.now)
 }
 
-func (h *termHistory) visible(name string, now time.Duration) []Term {
+// visibleHistory returns the terms of name kept at now, in the order
+// granted: its ended terms not gone, and its held ones.
+func (s *State) visibleHistory(name string, now time.Duration) []Term {
+	h := &s.history
 	var out []Term
-	for _, t := range h.byName[name] {
-		if !h.gone(&t, now) {
-			out = append(out, t)
+	ended := h.byName[name]
+	i := 0
+	endedBefore := func(token uint64) {
+		for ; i < len(ended) && ended[i].Token < token; i++ {
+			if !h.gone(&ended[i], now) {
+				out = append(out, ended[i])
+			}
 		}
 	}
+	for _, l := range s.leases.get(name) { // by token
+		if l.termed {
+			endedBefore(l.Token)
+			out = append(out, h.held(l))
+		}
+	}
+	endedBefore(s.lastToken + 1)
 	return out
+}
+
+// termed reports whether any grant of name has its term kept.
+func (s *State) termed(name string) bool {
+	return slices.ContainsFunc(s.leases.get(name), func(l *Lease) bool { return l.termed })
+}
+
+// historyNames yields each name with a kept term at now, once, in no
+// particular order.
+func (s *State) historyNames(now time.Duration) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for name, ls := range s.leases.all() {
+			if slices.ContainsFunc(ls, func(l *Lease) bool { return l.termed }) && !yield(name) {
+				return
+			}
+		}
+		for name, ts := range s.history.byName {
+			if s.termed(name) {
+				continue // yielded above
+			}
+			if slices.ContainsFunc(ts, func(t Term) bool { return !s.history.gone(&t, now) }) && !yield(name) {
+				return
+			}
+		}
+	}
 }
 
 // HistoryNames returns the names with the prefix that have kept terms,
 // in no particular order.
 func (s *State) HistoryNames(prefix string) []string {
 	var out []string
-	for name := range s.history.byName {
-		if strings.HasPrefix(name, prefix) && slices.ContainsFunc(s.history.byName[name], func(t Term) bool { return !s.history.gone(&t, s.now) }) {
+	for name := range s.historyNames(s.now) {
+		if strings.HasPrefix(name, prefix) {
 			out = append(out, name)
 		}
 	}
@@ -301,11 +370,18 @@ func (s *State) HistoryNames(prefix string) []string {
 }
 
 // HistoryTerms returns how many terms are in memory, gone ones not yet
-// swept included.
+// swept included: the ended ones and the grants whose terms are kept.
 func (s *State) HistoryTerms() int {
 	n := 0
 	for _, ts := range s.history.byName {
 		n += len(ts)
+	}
+	for _, ls := range s.leases.all() {
+		for _, l := range ls {
+			if l.termed {
+				n++
+			}
+		}
 	}
 	return n
 }
@@ -319,54 +395,70 @@ func (a *applier) wallAt(at time.Duration) int64 {
 	return a.wall - int64(a.now-at)
 }
 
-// opened records the start of the term of grant l.
+// opened starts the term of the new grant l, before l is stored: the
+// grant itself is the term while it is held.
 func (a *applier) opened(l *Lease) {
 	h := &a.s.history
 	if h.retention.Terms == 0 {
 		return
 	}
-	ts := h.byName[l.Name]
-	if len(ts) == cap(ts) {
-		// Grow to Terms+1 at once, not to twice: a plain lease keeps
-		// Terms ended terms and its held one, and no more.
-		grown := make([]Term, len(ts), max(min(2*len(ts), h.retention.Terms+1), len(ts)+len(ts)/4+1))
-		copy(grown, ts)
-		ts = grown
-	}
-	h.byName[l.Name] = append(ts, Term{
-		Holder: l.Holder, Token: l.Token, Principal: l.Principal, Limit: l.Limit,
-		Start: l.GrantedAt, StartWall: a.wallAt(l.GrantedAt), Shared: l.Shared,
-	})
+	l.termed, l.startWall = true, a.wallAt(l.GrantedAt)
 	h.trim(l.Name, a.now)
 }
 
-// closed records the end of the term of grant l: at its expiry for an
-// expiry, else now.
+// closed records the end of the term of grant l, which leaves the
+// state: at its expiry for an expiry, else now.
 func (a *applier) closed(l *Lease, e Ending, reason string) {
 	h := &a.s.history
-	t := h.find(l.Name, l.Token)
-	if t == nil || t.Ending != EndingNone {
+	if !l.termed || h.find(l.Name, l.Token) != nil {
 		return
 	}
 	end := a.now
 	if e == EndingExpired {
 		end = min(l.ExpiresAt, a.now)
 	}
+	t := h.held(l)
+	delete(h.writes, l.Token)
 	t.End, t.EndWall, t.Ending, t.Reason = end, a.wallAt(end), e, unique.Make(reason).Value()
+	ts := h.byName[l.Name]
+	if len(ts) == cap(ts) {
+		// Grow to Terms+1 at once, not to twice: a name keeps Terms
+		// ended terms, and one more until the trim below.
+		grown := make([]Term, len(ts), max(min(2*len(ts), h.retention.Terms+1), len(ts)+len(ts)/4+1))
+		copy(grown, ts)
+		ts = grown
+	}
+	i, _ := slices.BinarySearchFunc(ts, t.Token, func(t Term, token uint64) int { return cmp.Compare(t.Token, token) })
+	h.byName[l.Name] = slices.Insert(ts, i, t)
 	h.noteEnd(end)
 	h.trim(l.Name, a.now)
 }
 
 // wrote counts a fenced write under (name, token): accepted or refused.
 func (a *applier) wrote(name string, token uint64, err error) {
-	t := a.s.history.find(name, token)
-	if t == nil || a.s.history.gone(t, a.now) {
-		return
+	h := &a.s.history
+	var accepted, refused *uint64
+	if t := h.find(name, token); t != nil {
+		if h.gone(t, a.now) {
+			return
+		}
+		accepted, refused = &t.Accepted, &t.Refused
+	} else {
+		i := slices.IndexFunc(a.s.leases.get(name), func(l *Lease) bool { return l.Token == token })
+		if i < 0 || !a.s.leases.get(name)[i].termed {
+			return
+		}
+		w := h.writes[token]
+		if w == nil {
+			w = &termWrites{}
+			h.writes[token] = w
+		}
+		accepted, refused = &w.accepted, &w.refused
 	}
 	if err == nil {
-		t.Accepted++
+		*accepted++
 	} else {
-		t.Refused++
+		*refused++
 	}
 }
 
@@ -380,6 +472,14 @@ func (a *applier) setRetention(op Op) Result {
 	h.retention = r
 	if r.Terms == 0 {
 		clear(h.byName)
+		clear(h.writes)
+		for _, ls := range a.s.leases.all() {
+			for _, l := range ls {
+				if l.termed {
+					a.s.update(l, func(l *Lease) { l.termed, l.startWall = false, 0 })
+				}
+			}
+		}
 	}
 	h.sweep = 0
 	a.s.sweepHistory(a.now)
@@ -389,10 +489,8 @@ func (a *applier) setRetention(op Op) Result {
 // captureHistory copies the terms kept at now, by name.
 func (s *State) captureHistory(now time.Duration) []snapshotHistory {
 	var out []snapshotHistory
-	for name := range s.history.byName {
-		if ts := s.history.visible(name, now); len(ts) > 0 {
-			out = append(out, snapshotHistory{Name: name, Terms: ts})
-		}
+	for name := range s.historyNames(now) {
+		out = append(out, snapshotHistory{Name: name, Terms: s.visibleHistory(name, now)})
 	}
 	return out
 }
@@ -435,7 +533,39 @@ func (s *State) restoreHistory(r *snapshotRetention, hs []snapshotHistory) error
 				s.history.noteEnd(t.End)
 			}
 		}
-		s.history.byName[nh.Name] = nh.Terms
+		// A held term is its grant again; the ended ones (and a held
+		// one whose grant the snapshot does not hold) are kept as
+		// they are.
+		ended := nh.Terms[:0:0]
+		for _, t := range nh.Terms {
+			if t.Ending == EndingNone && s.restoreHeld(nh.Name, t) {
+				continue
+			}
+			ended = append(ended, t)
+		}
+		if len(ended) > 0 {
+			s.history.byName[nh.Name] = ended
+		}
 	}
 	return nil
+}
+
+// restoreHeld makes the grant of name with t's token, if the restored
+// state holds it and it matches t, the held term t, and reports whether
+// it did. The grants are the restore's own: nothing else has them yet.
+func (s *State) restoreHeld(name string, t Term) bool {
+	for _, l := range s.leases.get(name) {
+		if l.Token != t.Token {
+			continue
+		}
+		if l.Holder != t.Holder || l.Principal != t.Principal || l.Limit != t.Limit || l.GrantedAt != t.Start || l.Shared != t.Shared {
+			return false
+		}
+		l.termed, l.startWall = true, t.StartWall
+		if t.Accepted != 0 || t.Refused != 0 {
+			s.history.writes[t.Token] = &termWrites{accepted: t.Accepted, refused: t.Refused}
+		}
+		return true
+	}
+	return false
 }

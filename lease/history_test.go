@@ -280,6 +280,41 @@ func TestHistoryMemoryPerTerm(t *testing.T) {
 	runtime.KeepAlive(s)
 }
 
+// TestHistoryOfHeldLeasesCostsNoMemory checks that a name whose only
+// term is the grant it holds costs the history no memory: a million
+// leases pay for their grants, not for a copy of each as a term.
+func TestHistoryOfHeldLeasesCostsNoMemory(t *testing.T) {
+	const names = 20000
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	perLease := func(s *State) float64 {
+		ops := make([]Op, names)
+		for i := range ops {
+			ops[i] = acq("jobs/"+strconv.Itoa(i), "worker-"+strconv.Itoa(i%10), time.Hour)
+		}
+		before := heap()
+		for i, r := range applyWall(t, s, sec, ops...) {
+			if r.Err != nil {
+				t.Fatalf("acquire %d: %v", i, r.Err)
+			}
+		}
+		after := heap()
+		runtime.KeepAlive(ops)
+		runtime.KeepAlive(s)
+		return float64(after-before) / names
+	}
+	off := perLease(New())
+	on := perLease(withHistory(t, 16, 24*time.Hour))
+	t.Logf("bytes per held lease: %.0f without history, %.0f with", off, on)
+	if on > off+8 {
+		t.Fatalf("with the history a held lease costs %.0f bytes, %.0f more than without", on, on-off)
+	}
+}
+
 // ---- properties ----
 
 // TestHistoryProperties checks, over random batches, that the history

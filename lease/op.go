@@ -158,6 +158,10 @@ type Lease struct {
 	// Shared is true for a shared (read) grant: other shared grants of
 	// Name may be live with it, an exclusive one may not (shared.go).
 	Shared bool `json:",omitempty"`
+	// termed is true if the lease history keeps the grant's term: the
+	// retention kept terms when it was granted (see history.go). Its
+	// term is made from the grant itself while it is held.
+	termed bool
 	// Priority is the grant's priority (see Op.Priority), 0 for none.
 	Priority int `json:",omitempty"`
 	// Promised, if not zero, is the expiry promised to the holder by the
@@ -165,6 +169,9 @@ type Lease struct {
 	// leaves headroom for renewals answered from the leader's memory
 	// (see memory.go). Zero means ExpiresAt was promised.
 	Promised time.Duration `json:",omitempty"`
+	// startWall is the leader's wall clock at the grant, for its term
+	// (Term.StartWall), when termed.
+	startWall int64
 }
 
 // Promise returns the expiry promised to the holder: Promised if set,

@@ -418,7 +418,7 @@ func (a *applier) applyOp(op Op) Result {
 		return a.revoke(op)
 	case OpHistory:
 		a.s.history.trim(op.Name, a.now)
-		return Result{Terms: a.s.history.visible(op.Name, a.now)}
+		return Result{Terms: a.s.visibleHistory(op.Name, a.now)}
 	case OpHistoryConfig:
 		return a.setRetention(op)
 	case OpTrim:
@@ -546,10 +546,10 @@ func (a *applier) grant(name, holder string, ttl time.Duration, limit int, princ
 		// TTL unless renewed, on any leader.
 		ExpiresAt: a.now + ttl,
 	}
+	a.opened(l)
 	a.s.leases.set(name, append(a.s.leases.get(name), l))
 	a.s.pushExpiry(l)
 	a.emit(EventGranted, *l)
-	a.opened(l)
 	return l
 }
 
