@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/gen/tenure/v1/tenurev1connect"
 	"github.com/tenure-io/tenure/internal/wire"
+	"github.com/tenure-io/tenure/lease"
 )
 
 // serveBatchConn serves a batch connection (see wire.BatchConnPath): it
@@ -226,7 +228,8 @@ func (c *batchConn) waiting() bool {
 func (c *batchConn) call(id uint64, kind byte, payload []byte) {
 	switch kind {
 	case wire.FrameBatch:
-		res, ok, err := c.renewals(payload)
+		var res *tenurev1.BatchResponse
+		answered, ok, err := c.renewals(id, payload)
 		if !ok {
 			msg := new(tenurev1.BatchRequest)
 			if err := proto.Unmarshal(payload, msg); err != nil {
@@ -236,11 +239,12 @@ func (c *batchConn) call(id uint64, kind byte, payload []byte) {
 			res, err = c.batch(msg)
 		}
 		c.s.metrics.countCall(tenurev1connect.LeaseServiceBatchProcedure, err)
-		if err != nil {
+		switch {
+		case err != nil:
 			c.writeError(id, err)
-			return
+		case !answered:
+			c.write(id, wire.FrameBatch, res)
 		}
-		c.write(id, wire.FrameBatch, res)
 	case wire.FrameAcquire:
 		msg := new(tenurev1.AcquireRequest)
 		if err := proto.Unmarshal(payload, msg); err != nil {
@@ -279,14 +283,16 @@ func (c *batchConn) call(id uint64, kind byte, payload []byte) {
 // messages (see decodeRenewals) when every op of it is a renewal, this
 // node leads, and nobody is authenticated (each op then needs no
 // permission check, which goes by the request's message); ok is false
-// otherwise, and nothing was served.
-func (c *batchConn) renewals(payload []byte) (res *tenurev1.BatchResponse, ok bool, err error) {
+// otherwise, and nothing was served. When every op is valid and none
+// fails as a whole, it answers call id itself, encoding the answer
+// without messages too (appendRenewalAnswers): answered is true.
+func (c *batchConn) renewals(id uint64, payload []byte) (answered, ok bool, err error) {
 	if c.s.auth.enabled() || !c.s.node.IsLeader() {
-		return nil, false, nil
+		return false, false, nil
 	}
 	ops, ok := decodeRenewals(payload, "")
 	if !ok {
-		return nil, false, nil
+		return false, false, nil
 	}
 	limits := c.s.node.Limits()
 	out := make([]*tenurev1.BatchResult, len(ops))
@@ -300,8 +306,32 @@ func (c *batchConn) renewals(payload []byte) (res *tenurev1.BatchResponse, ok bo
 		valid = append(valid, op)
 		idx = append(idx, i)
 	}
-	res, err = c.s.serveBatch(c.ctx, valid, idx, out)
-	return res, true, err
+	if len(valid) == len(ops) {
+		results, err := c.s.node.Do(c.ctx, ops...)
+		if err != nil {
+			c.s.metrics.reject(err)
+			return false, true, toConnect(err)
+		}
+		if !slices.ContainsFunc(results, func(r lease.Result) bool { return r.Err != nil }) {
+			werr := c.w.WriteEncoded(id, wire.FrameBatch, func(b []byte) []byte {
+				return c.s.appendRenewalAnswers(b, results)
+			})
+			if werr != nil {
+				c.conn.Close()
+			}
+			return true, true, nil
+		}
+		for j, r := range results {
+			out[j] = c.s.batchResult(ops[j], r)
+		}
+		c.write(id, wire.FrameBatch, &tenurev1.BatchResponse{Results: out})
+		return true, true, nil
+	}
+	res, err := c.s.serveBatch(c.ctx, valid, idx, out)
+	if err == nil {
+		c.write(id, wire.FrameBatch, res)
+	}
+	return err == nil, true, err
 }
 
 // batch serves a Batch call as the Batch method does, permission check

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"time"
 	"unicode/utf8"
 
@@ -207,4 +208,179 @@ func consumeString(b []byte) (string, int) {
 		return "", -1
 	}
 	return string(s), n
+}
+
+// appendRenewalAnswers appends to b the encoded BatchResponse that
+// serveBatch answers for results, the results of renewal ops none of
+// which failed as a whole (r.Err is nil; the renewals of single leases
+// may have failed), at cluster time now: the bytes proto.Marshal makes
+// of that message, without the messages. It counts the renewals and
+// rejections as renewResponse does.
+//
+// The fields written are those of tenure.proto: BatchResponse.results =
+// 1, BatchResult.renew = 2, RenewResponse.results = 1; RenewResult.name
+// = 1, token = 2, lease = 3, reason = 4, message = 5, revoke_reason = 6,
+// handoff_requested = 16; Lease.name = 1, holder = 2, token = 3, ttl =
+// 4, remaining = 5, limit = 6, lock_delay = 7, shared = 8, priority =
+// 16; Duration.seconds = 1, nanos = 2. Every field in field-number
+// order, zero values left out, as proto.Marshal writes them.
+// TestRenewalAnswersAsMessagesDo holds it to proto.Marshal.
+func (s *Server) appendRenewalAnswers(b []byte, results []lease.Result) []byte {
+	renewed := 0
+	for i := range results {
+		res := &results[i]
+		var few [4]renewAnswer
+		answers := few[:]
+		if len(res.Renewed) > len(few) {
+			answers = make([]renewAnswer, len(res.Renewed))
+		}
+		answers = answers[:len(res.Renewed)]
+		size := 0
+		for j, r := range res.Renewed {
+			a := &answers[j]
+			a.r = r
+			if r.Err != nil {
+				s.metrics.reject(r.Err)
+				a.reason, a.message = lease.Reason(r.Err), r.Err.Error()
+				if re, ok := errors.AsType[*lease.RevokedError](r.Err); ok {
+					a.revokeReason = re.Reason
+				}
+			} else {
+				a.leaseSize = leaseSize(r.Lease, res.Now)
+				renewed++
+			}
+			a.size = a.sizeOf()
+			size += protowire.SizeTag(1) + protowire.SizeBytes(a.size)
+		}
+		// BatchResult{renew: RenewResponse{results...}}
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(protowire.SizeTag(2)+protowire.SizeBytes(size)))
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(size))
+		for j := range answers {
+			b = answers[j].append(b, res.Now)
+		}
+	}
+	s.metrics.renewals.Add(float64(renewed))
+	return b
+}
+
+// renewAnswer is one RenewResult to encode.
+type renewAnswer struct {
+	r                             lease.RenewResult
+	reason, message, revokeReason string
+	leaseSize, size               int // of the Lease (if renewed) and of the RenewResult
+}
+
+func (a *renewAnswer) sizeOf() int {
+	n := sizeString(1, a.r.Ref.Name) + sizeUint(2, a.r.Ref.Token)
+	if a.r.Err == nil {
+		n += protowire.SizeTag(3) + protowire.SizeBytes(a.leaseSize)
+		n += sizeString(16, a.r.HandoffRequested)
+	}
+	return n + sizeString(4, a.reason) + sizeString(5, a.message) + sizeString(6, a.revokeReason)
+}
+
+// append appends the RenewResult as a field 1 of its RenewResponse.
+func (a *renewAnswer) append(b []byte, now time.Duration) []byte {
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(a.size))
+	b = appendString(b, 1, a.r.Ref.Name)
+	b = appendUint(b, 2, a.r.Ref.Token)
+	if a.r.Err == nil {
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(a.leaseSize))
+		b = appendLease(b, a.r.Lease, now)
+	}
+	b = appendString(b, 4, a.reason)
+	b = appendString(b, 5, a.message)
+	b = appendString(b, 6, a.revokeReason)
+	if a.r.Err == nil {
+		b = appendString(b, 16, a.r.HandoffRequested)
+	}
+	return b
+}
+
+// leaseSize is the size of the Lease wire.FillLease makes of l at now;
+// appendLease appends it.
+func leaseSize(l lease.Lease, now time.Duration) int {
+	n := sizeString(1, l.Name) + sizeString(2, l.Holder) + sizeUint(3, l.Token)
+	n += sizeDuration(4, l.TTL, true) + sizeDuration(5, l.Remaining(now), true)
+	n += sizeUint(6, uint64(uint32(l.Limit))) + sizeDuration(7, l.LockDelay, false)
+	if l.Shared {
+		n += protowire.SizeTag(8) + 1
+	}
+	return n + sizeUint(16, uint64(uint32(max(l.Priority, 0))))
+}
+
+func appendLease(b []byte, l lease.Lease, now time.Duration) []byte {
+	b = appendString(b, 1, l.Name)
+	b = appendString(b, 2, l.Holder)
+	b = appendUint(b, 3, l.Token)
+	b = appendDuration(b, 4, l.TTL, true)
+	b = appendDuration(b, 5, l.Remaining(now), true)
+	b = appendUint(b, 6, uint64(uint32(l.Limit)))
+	b = appendDuration(b, 7, l.LockDelay, false)
+	if l.Shared {
+		b = protowire.AppendTag(b, 8, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	return appendUint(b, 16, uint64(uint32(max(l.Priority, 0))))
+}
+
+func sizeString(num protowire.Number, s string) int {
+	if s == "" {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func sizeUint(num protowire.Number, v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeVarint(v)
+}
+
+func appendUint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+// durationParts splits d as durationpb.New does.
+func durationParts(d time.Duration) (seconds uint64, nanos uint64) {
+	n := d.Nanoseconds()
+	return uint64(n / 1e9), uint64(int64(int32(n % 1e9)))
+}
+
+// sizeDuration is the size of field num holding the Duration of d: left
+// out when d is 0 unless always (a message set to zero).
+func sizeDuration(num protowire.Number, d time.Duration, always bool) int {
+	if d == 0 && !always {
+		return 0
+	}
+	s, ns := durationParts(d)
+	return protowire.SizeTag(num) + protowire.SizeBytes(sizeUint(1, s)+sizeUint(2, ns))
+}
+
+func appendDuration(b []byte, num protowire.Number, d time.Duration, always bool) []byte {
+	if d == 0 && !always {
+		return b
+	}
+	s, ns := durationParts(d)
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(sizeUint(1, s)+sizeUint(2, ns)))
+	b = appendUint(b, 1, s)
+	return appendUint(b, 2, ns)
 }

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -117,4 +120,88 @@ func TestDecodeRenewalsLeavesTheRest(t *testing.T) {
 			t.Errorf("%s: decoded as %+v; want it left to proto.Unmarshal", name, ops)
 		}
 	}
+}
+
+// renewResults draws the results of a batch of renewal ops, none failed
+// as a whole: renewed leases with every field the answer carries, and
+// renewals refused as stale, revoked or otherwise.
+func renewResults(t *rapid.T) []lease.Result {
+	var out []lease.Result
+	for range rapid.IntRange(1, 4).Draw(t, "ops") {
+		res := lease.Result{Now: time.Duration(rapid.Int64Range(0, 1e15).Draw(t, "now"))}
+		for range rapid.IntRange(0, 5).Draw(t, "renewed") {
+			ref := lease.Ref{Name: rapid.StringN(0, 20, -1).Draw(t, "name"), Token: rapid.Uint64().Draw(t, "token")}
+			r := lease.RenewResult{Ref: ref}
+			switch rapid.IntRange(0, 3).Draw(t, "outcome") {
+			case 0:
+				r.Err = &lease.StaleError{Name: ref.Name, Token: ref.Token, Detail: rapid.StringN(0, 10, -1).Draw(t, "detail")}
+			case 1:
+				r.Err = &lease.RevokedError{Name: ref.Name, Token: ref.Token, Reason: rapid.StringN(0, 10, -1).Draw(t, "reason")}
+			case 2:
+				r.Err = lease.ErrNotFound
+			default:
+				d := func(label string) time.Duration {
+					return time.Duration(rapid.Int64Range(-1e12, 1e15).Draw(t, label))
+				}
+				r.Lease = lease.Lease{
+					Name: ref.Name, Holder: rapid.StringN(0, 10, -1).Draw(t, "holder"), Token: ref.Token,
+					TTL: d("ttl"), GrantedAt: d("granted"), ExpiresAt: d("expires"),
+					Limit: rapid.IntRange(-1, 1<<33).Draw(t, "limit"), LockDelay: d("delay"),
+					Shared: rapid.Bool().Draw(t, "shared"), Priority: rapid.IntRange(-5, 1<<33).Draw(t, "priority"),
+				}
+				if rapid.Bool().Draw(t, "promised") {
+					r.Lease.Promised = d("promise")
+				}
+				if rapid.Bool().Draw(t, "zero") {
+					r.Lease.TTL, r.Lease.LockDelay = 0, 0
+				}
+				r.HandoffRequested = rapid.StringN(0, 6, -1).Draw(t, "handoff")
+			}
+			res.Renewed = append(res.Renewed, r)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// The answer appendRenewalAnswers encodes is, byte for byte, the one
+// proto.Marshal makes of the messages serveBatch answers with, and it
+// counts the same renewals and rejections.
+func TestRenewalAnswersAsMessagesDo(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		results := renewResults(t)
+		viaMessages := &Server{metrics: newMetrics(prometheus.NewRegistry(), nil)}
+		direct := &Server{metrics: newMetrics(prometheus.NewRegistry(), nil)}
+		msg := &tenurev1.BatchResponse{}
+		for _, r := range results {
+			msg.Results = append(msg.Results, viaMessages.batchResult(lease.Op{Type: lease.OpRenew}, r))
+		}
+		want, err := proto.Marshal(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := []byte("frame header")
+		got := direct.appendRenewalAnswers(prefix, results)
+		if !bytes.Equal(got[:len(prefix)], prefix) || !bytes.Equal(got[len(prefix):], want) {
+			t.Fatalf("encoded\n%x\nwant\n%x", got[len(prefix):], want)
+		}
+		if g, w := counted(t, direct.metrics.renewals), counted(t, viaMessages.metrics.renewals); g != w {
+			t.Fatalf("%v renewals counted, want %v", g, w)
+		}
+		for _, reason := range []string{lease.ReasonStaleToken, lease.ReasonNotFound, "UNAVAILABLE"} {
+			g := counted(t, direct.metrics.rejections.WithLabelValues(reason))
+			if w := counted(t, viaMessages.metrics.rejections.WithLabelValues(reason)); g != w {
+				t.Fatalf("%v %s rejections counted, want %v", g, reason, w)
+			}
+		}
+	})
+}
+
+// counted returns the value of counter c.
+func counted(t *rapid.T, c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -127,10 +127,35 @@ func (fw *FrameWriter) Write(id uint64, kind byte, msg proto.Message) error {
 	if err == nil {
 		_, err = fw.w.Write(b)
 	}
+	fw.keep(b)
+	return err
+}
+
+// keep keeps b to reuse if it is small.
+func (fw *FrameWriter) keep(b []byte) {
 	if cap(b) <= 4<<10 {
 		fw.buf = b[:0]
 	} else {
 		fw.buf = nil
 	}
+}
+
+// maxFrameHeader is the longest frame header: two uvarints and a byte.
+const maxFrameHeader = 2*binary.MaxVarintLen64 + 1
+
+// WriteEncoded sends a frame of kind for call id whose payload is what
+// encode appends to the slice it is given, in one write.
+func (fw *FrameWriter) WriteEncoded(id uint64, kind byte, encode func([]byte) []byte) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	// The payload goes after room for the longest header; the header,
+	// once its length is known, goes right before the payload.
+	b := encode(append(fw.buf[:0], make([]byte, maxFrameHeader)...))
+	var h [maxFrameHeader]byte
+	header := AppendFrameHeader(h[:0], id, kind, len(b)-maxFrameHeader)
+	start := maxFrameHeader - len(header)
+	copy(b[start:], header)
+	_, err := fw.w.Write(b[start:])
+	fw.keep(b)
 	return err
 }
