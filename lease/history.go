@@ -204,8 +204,10 @@ func (h *termHistory) held(l *Lease) Term {
 		Holder: l.Holder, Token: l.Token, Principal: l.Principal, Limit: l.Limit,
 		Start: l.GrantedAt, StartWall: l.startWall, Shared: l.Shared,
 	}
-	if w := h.writes[l.Token]; w != nil {
-		t.Accepted, t.Refused = w.accepted, w.refused
+	if len(h.writes) > 0 {
+		if w := h.writes[l.Token]; w != nil {
+			t.Accepted, t.Refused = w.accepted, w.refused
+		}
 	}
 	return t
 }
@@ -224,7 +226,36 @@ func (h *termHistory) trim(name string, now time.Duration) {
 	if !ok {
 		return
 	}
-	ts = slices.DeleteFunc(ts, func(t Term) bool { return h.gone(&t, now) })
+	h.set(name, h.trimmed(ts, now))
+}
+
+// set makes ts the terms of name; none removes the name.
+func (h *termHistory) set(name string, ts []Term) {
+	if len(ts) == 0 {
+		delete(h.byName, name)
+		return
+	}
+	h.byName[name] = ts
+}
+
+// mayBeGone reports whether any kept term may be gone at now: due is a
+// lower bound of when the first one is.
+func (h *termHistory) mayBeGone(now time.Duration) bool {
+	return h.hasDue && h.due <= now
+}
+
+// trimmed returns ts trimmed as trim does, in place.
+func (h *termHistory) trimmed(ts []Term, now time.Duration) []Term {
+	if h.mayBeGone(now) {
+		kept := ts[:0]
+		for i := range ts {
+			if !h.gone(&ts[i], now) {
+				kept = append(kept, ts[i])
+			}
+		}
+		clear(ts[len(kept):])
+		ts = kept
+	}
 	ended := 0
 	for i := range ts {
 		if ts[i].Ending != EndingNone {
@@ -243,11 +274,7 @@ func (h *termHistory) trim(name string, now time.Duration) {
 		}
 		ts = slices.Delete(ts, first, first+1)
 	}
-	if len(ts) == 0 {
-		delete(h.byName, name)
-		return
-	}
-	h.byName[name] = ts
+	return ts
 }
 
 // find returns the term of name with token, or nil.
@@ -275,12 +302,15 @@ func (s *State) sweepHistory(now time.Duration) {
 		return
 	}
 	h.sweep = now + h.sweepEvery()
-	h.hasDue = false
 	for name := range h.byName {
 		h.trim(name, now)
-		for _, t := range h.byName[name] {
-			if t.Ending != EndingNone {
-				h.noteEnd(t.End)
+	}
+	// Every gone term is dropped: due starts again from those kept.
+	h.hasDue = false
+	for _, ts := range h.byName {
+		for i := range ts {
+			if ts[i].Ending != EndingNone {
+				h.noteEnd(ts[i].End)
 			}
 		}
 	}
@@ -403,35 +433,47 @@ func (a *applier) opened(l *Lease) {
 		return
 	}
 	l.termed, l.startWall = true, a.wallAt(l.GrantedAt)
-	h.trim(l.Name, a.now)
+	if h.mayBeGone(a.now) {
+		// Touching a name drops its gone terms (a new term changes
+		// no count of ended ones).
+		h.trim(l.Name, a.now)
+	}
 }
 
 // closed records the end of the term of grant l, which leaves the
 // state: at its expiry for an expiry, else now.
 func (a *applier) closed(l *Lease, e Ending, reason string) {
 	h := &a.s.history
-	if !l.termed || h.find(l.Name, l.Token) != nil {
+	if !l.termed {
 		return
+	}
+	ts := h.byName[l.Name]
+	i, found := slices.BinarySearchFunc(ts, l.Token, func(t Term, token uint64) int { return cmp.Compare(t.Token, token) })
+	if found {
+		return // ended already
 	}
 	end := a.now
 	if e == EndingExpired {
 		end = min(l.ExpiresAt, a.now)
 	}
 	t := h.held(l)
-	delete(h.writes, l.Token)
-	t.End, t.EndWall, t.Ending, t.Reason = end, a.wallAt(end), e, unique.Make(reason).Value()
-	ts := h.byName[l.Name]
+	if len(h.writes) > 0 {
+		delete(h.writes, l.Token)
+	}
+	t.End, t.EndWall, t.Ending = end, a.wallAt(end), e
+	if reason != "" {
+		t.Reason = unique.Make(reason).Value()
+	}
 	if len(ts) == cap(ts) {
 		// Grow to Terms+1 at once, not to twice: a name keeps Terms
-		// ended terms, and one more until the trim below.
+		// ended terms, and one more until it is trimmed below.
 		grown := make([]Term, len(ts), max(min(2*len(ts), h.retention.Terms+1), len(ts)+len(ts)/4+1))
 		copy(grown, ts)
 		ts = grown
 	}
-	i, _ := slices.BinarySearchFunc(ts, t.Token, func(t Term, token uint64) int { return cmp.Compare(t.Token, token) })
-	h.byName[l.Name] = slices.Insert(ts, i, t)
+	ts = slices.Insert(ts, i, t)
 	h.noteEnd(end)
-	h.trim(l.Name, a.now)
+	h.set(l.Name, h.trimmed(ts, a.now))
 }
 
 // wrote counts a fenced write under (name, token): accepted or refused.
