@@ -52,17 +52,34 @@ func (s *Server) batch(ctx context.Context, req *connect.Request[tenurev1.BatchR
 // leader) and puts the result of ops[j] in out[idx[j]]; out holds the
 // errors of the others already.
 func (s *Server) serveBatch(ctx context.Context, ops []lease.Op, idx []int, out []*tenurev1.BatchResult) (*tenurev1.BatchResponse, error) {
-	if len(ops) > 0 {
-		res, err := s.node.Do(ctx, ops...)
-		if err != nil {
-			s.metrics.reject(err)
-			return nil, toConnect(err)
-		}
-		for j, r := range res {
-			out[idx[j]] = s.batchResult(ops[j], r)
-		}
+	res, err := s.doBatch(ctx, ops)
+	if err != nil {
+		return nil, err
 	}
-	return &tenurev1.BatchResponse{Results: out}, nil
+	return s.batchResponse(ops, res, idx, out), nil
+}
+
+// doBatch applies the valid ops of a Batch call (none: nothing).
+func (s *Server) doBatch(ctx context.Context, ops []lease.Op) ([]lease.Result, error) {
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	res, err := s.node.Do(ctx, ops...)
+	if err != nil {
+		s.metrics.reject(err)
+		return nil, toConnect(err)
+	}
+	return res, nil
+}
+
+// batchResponse answers a Batch call: out holds the answers of the ops
+// refused before they were applied, and ops, applied with results res,
+// are the call's ops idx.
+func (s *Server) batchResponse(ops []lease.Op, res []lease.Result, idx []int, out []*tenurev1.BatchResult) *tenurev1.BatchResponse {
+	for j, r := range res {
+		out[idx[j]] = s.batchResult(ops[j], r)
+	}
+	return &tenurev1.BatchResponse{Results: out}
 }
 
 // batchStream serves a BatchStream (see wire.BatchStreamProcedure): each

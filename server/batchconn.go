@@ -228,8 +228,8 @@ func (c *batchConn) waiting() bool {
 func (c *batchConn) call(id uint64, kind byte, payload []byte) {
 	switch kind {
 	case wire.FrameBatch:
-		var res *tenurev1.BatchResponse
-		answered, ok, err := c.renewals(id, payload)
+		var res *tenurev1.BatchResponse // the answer, if renewals did not send it
+		ok, err := c.renewals(id, payload)
 		if !ok {
 			msg := new(tenurev1.BatchRequest)
 			if err := proto.Unmarshal(payload, msg); err != nil {
@@ -242,7 +242,7 @@ func (c *batchConn) call(id uint64, kind byte, payload []byte) {
 		switch {
 		case err != nil:
 			c.writeError(id, err)
-		case !answered:
+		case res != nil:
 			c.write(id, wire.FrameBatch, res)
 		}
 	case wire.FrameAcquire:
@@ -283,16 +283,16 @@ func (c *batchConn) call(id uint64, kind byte, payload []byte) {
 // messages (see decodeRenewals) when every op of it is a renewal, this
 // node leads, and nobody is authenticated (each op then needs no
 // permission check, which goes by the request's message); ok is false
-// otherwise, and nothing was served. When every op is valid and none
-// fails as a whole, it answers call id itself, encoding the answer
-// without messages too (appendRenewalAnswers): answered is true.
-func (c *batchConn) renewals(id uint64, payload []byte) (answered, ok bool, err error) {
+// otherwise, and nothing was served. When ok, it has answered call id
+// unless err is set: when every op was valid and none failed as a whole,
+// encoding the answer without messages too (appendRenewalAnswers).
+func (c *batchConn) renewals(id uint64, payload []byte) (ok bool, err error) {
 	if c.s.auth.enabled() || !c.s.node.IsLeader() {
-		return false, false, nil
+		return false, nil
 	}
 	ops, ok := decodeRenewals(payload, "")
 	if !ok {
-		return false, false, nil
+		return false, nil
 	}
 	limits := c.s.node.Limits()
 	out := make([]*tenurev1.BatchResult, len(ops))
@@ -306,32 +306,21 @@ func (c *batchConn) renewals(id uint64, payload []byte) (answered, ok bool, err 
 		valid = append(valid, op)
 		idx = append(idx, i)
 	}
-	if len(valid) == len(ops) {
-		results, err := c.s.node.Do(c.ctx, ops...)
+	results, err := c.s.doBatch(c.ctx, valid)
+	if err != nil {
+		return true, err
+	}
+	if len(valid) == len(ops) && !slices.ContainsFunc(results, func(r lease.Result) bool { return r.Err != nil }) {
+		err = c.w.WriteEncoded(id, wire.FrameBatch, func(b []byte) []byte {
+			return c.s.appendRenewalAnswers(b, results)
+		})
 		if err != nil {
-			c.s.metrics.reject(err)
-			return false, true, toConnect(err)
+			c.conn.Close()
 		}
-		if !slices.ContainsFunc(results, func(r lease.Result) bool { return r.Err != nil }) {
-			werr := c.w.WriteEncoded(id, wire.FrameBatch, func(b []byte) []byte {
-				return c.s.appendRenewalAnswers(b, results)
-			})
-			if werr != nil {
-				c.conn.Close()
-			}
-			return true, true, nil
-		}
-		for j, r := range results {
-			out[j] = c.s.batchResult(ops[j], r)
-		}
-		c.write(id, wire.FrameBatch, &tenurev1.BatchResponse{Results: out})
-		return true, true, nil
+		return true, nil
 	}
-	res, err := c.s.serveBatch(c.ctx, valid, idx, out)
-	if err == nil {
-		c.write(id, wire.FrameBatch, res)
-	}
-	return err == nil, true, err
+	c.write(id, wire.FrameBatch, c.s.batchResponse(valid, results, idx, out))
+	return true, nil
 }
 
 // batch serves a Batch call as the Batch method does, permission check
