@@ -140,6 +140,16 @@ func renewOp(ctx context.Context, m *tenurev1.RenewRequest) lease.Op {
 	return withRequestID(op, m.GetRequestId())
 }
 
+// renewRefused counts the refusal of the renewal of one lease with err
+// and returns what its RenewResult says of it.
+func (s *Server) renewRefused(err error) (reason, message, revokeReason string) {
+	s.metrics.reject(err)
+	if re, ok := errors.AsType[*lease.RevokedError](err); ok {
+		revokeReason = re.Reason
+	}
+	return lease.Reason(err), err.Error(), revokeReason
+}
+
 // renewResponse reports each lease of a renewal, counting the renewals
 // and rejections.
 //
@@ -169,11 +179,7 @@ func (s *Server) renewResponse(res lease.Result) *tenurev1.RenewResponse {
 		pr := &results[i]
 		pr.Name, pr.Token = r.Ref.Name, r.Ref.Token
 		if r.Err != nil {
-			s.metrics.reject(r.Err)
-			pr.Reason, pr.Message = lease.Reason(r.Err), r.Err.Error()
-			if re, ok := errors.AsType[*lease.RevokedError](r.Err); ok {
-				pr.RevokeReason = re.Reason
-			}
+			pr.Reason, pr.Message, pr.RevokeReason = s.renewRefused(r.Err)
 		} else {
 			if leases == nil {
 				leases, durations = make([]tenurev1.Lease, n), make([]durationpb.Duration, 2*n)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"time"
 	"unicode/utf8"
 
@@ -240,11 +239,7 @@ func (s *Server) appendRenewalAnswers(b []byte, results []lease.Result) []byte {
 			a := &answers[j]
 			a.r = r
 			if r.Err != nil {
-				s.metrics.reject(r.Err)
-				a.reason, a.message = lease.Reason(r.Err), r.Err.Error()
-				if re, ok := errors.AsType[*lease.RevokedError](r.Err); ok {
-					a.revokeReason = re.Reason
-				}
+				a.reason, a.message, a.revokeReason = s.renewRefused(r.Err)
 			} else {
 				a.leaseSize = leaseSize(r.Lease, res.Now)
 				renewed++
