@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tenure-io/tenure/client"
@@ -225,21 +226,19 @@ func runMemory(ctx context.Context, sys system, bins binaries, root string, n, w
 		loaded := time.Now()
 		res.SetupS = loaded.Sub(t0).Seconds()
 		snaps := filepath.Join(cl.dir, cl.ids[0], "snapshots")
-		waitFor(ctx, 10*time.Second, "a snapshot after the last grant", func() bool {
+		// A snapshot being written is a directory named *.tmp until
+		// raft renames it: wait for a finished one.
+		finishedAfter := func(t time.Time) bool {
 			ents, _ := os.ReadDir(snaps)
 			for _, e := range ents {
-				if info, err := e.Info(); err == nil && info.ModTime().After(loaded) {
+				if info, err := e.Info(); err == nil && !strings.HasSuffix(e.Name(), ".tmp") && info.ModTime().After(t) {
 					return true
 				}
 			}
 			return false
-		})
-		ents, _ := os.ReadDir(snaps)
-		for _, e := range ents {
-			if info, err := e.Info(); err == nil && info.ModTime().After(t0) {
-				res.Snapshot = true
-			}
 		}
+		waitFor(ctx, time.Minute, "a finished snapshot after the last grant", func() bool { return finishedAfter(loaded) })
+		res.Snapshot = finishedAfter(t0)
 	}
 	if res.SetupS == 0 {
 		res.SetupS = time.Since(t0).Seconds()
