@@ -226,7 +226,7 @@ func (h *termHistory) trim(name string, now time.Duration) {
 	if !ok {
 		return
 	}
-	h.set(name, h.trimmed(ts, now))
+	h.set(name, h.trimmed(ts, now, h.mayBeGone(now)))
 }
 
 // set makes ts the terms of name; none removes the name.
@@ -244,9 +244,10 @@ func (h *termHistory) mayBeGone(now time.Duration) bool {
 	return h.hasDue && h.due <= now
 }
 
-// trimmed returns ts trimmed as trim does, in place.
-func (h *termHistory) trimmed(ts []Term, now time.Duration) []Term {
-	if h.mayBeGone(now) {
+// trimmed returns ts trimmed as trim does, in place; it looks for gone
+// terms only if dropGone.
+func (h *termHistory) trimmed(ts []Term, now time.Duration, dropGone bool) []Term {
+	if dropGone {
 		kept := ts[:0]
 		for i := range ts {
 			if !h.gone(&ts[i], now) {
@@ -302,8 +303,10 @@ func (s *State) sweepHistory(now time.Duration) {
 		return
 	}
 	h.sweep = now + h.sweepEvery()
-	for name := range h.byName {
-		h.trim(name, now)
+	for name, ts := range h.byName {
+		// Every name, and every term's age: a new retention's shorter
+		// Age makes terms gone before the due time says.
+		h.set(name, h.trimmed(ts, now, true))
 	}
 	// Every gone term is dropped: due starts again from those kept.
 	h.hasDue = false
@@ -473,7 +476,7 @@ func (a *applier) closed(l *Lease, e Ending, reason string) {
 	}
 	ts = slices.Insert(ts, i, t)
 	h.noteEnd(end)
-	h.set(l.Name, h.trimmed(ts, a.now))
+	h.set(l.Name, h.trimmed(ts, a.now, h.mayBeGone(a.now)))
 }
 
 // wrote counts a fenced write under (name, token): accepted or refused.

@@ -503,3 +503,21 @@ func TestHistoryGolden(t *testing.T) {
 		t.Fatalf("history of the golden snapshot: %s", termsString(h))
 	}
 }
+
+// A retention with a shorter age drops, at once, the terms it makes
+// gone: the sweep it runs looks at every term, not only at those the
+// old age said were due.
+func TestHistoryShorterAgeDropsTermsAtOnce(t *testing.T) {
+	s := withHistory(t, 16, 24*time.Hour)
+	res := applyWall(t, s, sec, acq("jobs/a", "w1", 10*sec))
+	applyWall(t, s, sec, rel("jobs/a", res[0].Lease.Token))
+	if n := s.HistoryTerms(); n != 1 {
+		t.Fatalf("%d terms kept after the release, want 1", n)
+	}
+	if r := applyWall(t, s, 100*sec, HistoryConfigOp(HistoryRetention{Terms: 16, Age: 10 * sec})); r[0].Err != nil {
+		t.Fatal(r[0].Err)
+	}
+	if n := s.HistoryTerms(); n != 0 {
+		t.Fatalf("%d terms in memory after the age went to 10s, 99s after the term ended; want 0", n)
+	}
+}
