@@ -311,8 +311,8 @@ func (c *batchConn) renewals(id uint64, payload []byte) (ok bool, err error) {
 		return true, err
 	}
 	if len(valid) == len(ops) && !slices.ContainsFunc(results, func(r lease.Result) bool { return r.Err != nil }) {
-		err = c.w.WriteEncoded(id, wire.FrameBatch, func(b []byte) []byte {
-			return c.s.appendRenewalAnswers(b, results)
+		err = c.w.WriteEncoded(id, wire.FrameBatch, func(b []byte) ([]byte, error) {
+			return c.s.appendRenewalAnswers(b, results), nil
 		})
 		if err != nil {
 			c.conn.Close()

@@ -113,22 +113,12 @@ func NewFrameWriter(w io.Writer) *FrameWriter { return &FrameWriter{w: w} }
 // Write sends a frame of kind for call id with msg as its payload (nil:
 // none), in one write.
 func (fw *FrameWriter) Write(id uint64, kind byte, msg proto.Message) error {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
-	n := 0
-	if msg != nil {
-		n = proto.Size(msg)
-	}
-	b := AppendFrameHeader(fw.buf[:0], id, kind, n)
-	var err error
-	if msg != nil {
-		b, err = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, msg)
-	}
-	if err == nil {
-		_, err = fw.w.Write(b)
-	}
-	fw.keep(b)
-	return err
+	return fw.WriteEncoded(id, kind, func(b []byte) ([]byte, error) {
+		if msg == nil {
+			return b, nil
+		}
+		return proto.MarshalOptions{}.MarshalAppend(b, msg)
+	})
 }
 
 // keep keeps b to reuse if it is small.
@@ -144,18 +134,22 @@ func (fw *FrameWriter) keep(b []byte) {
 const maxFrameHeader = 2*binary.MaxVarintLen64 + 1
 
 // WriteEncoded sends a frame of kind for call id whose payload is what
-// encode appends to the slice it is given, in one write.
-func (fw *FrameWriter) WriteEncoded(id uint64, kind byte, encode func([]byte) []byte) error {
+// encode appends to the slice it is given, in one write; an error of
+// encode is returned and nothing is sent.
+func (fw *FrameWriter) WriteEncoded(id uint64, kind byte, encode func([]byte) ([]byte, error)) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	// The payload goes after room for the longest header; the header,
-	// once its length is known, goes right before the payload.
-	b := encode(append(fw.buf[:0], make([]byte, maxFrameHeader)...))
-	var h [maxFrameHeader]byte
-	header := AppendFrameHeader(h[:0], id, kind, len(b)-maxFrameHeader)
-	start := maxFrameHeader - len(header)
-	copy(b[start:], header)
-	_, err := fw.w.Write(b[start:])
+	// once its length is known, goes right before the payload, so the
+	// payload's size is never computed apart from encoding it.
+	b, err := encode(append(fw.buf[:0], make([]byte, maxFrameHeader)...))
+	if err == nil {
+		var h [maxFrameHeader]byte
+		header := AppendFrameHeader(h[:0], id, kind, len(b)-maxFrameHeader)
+		start := maxFrameHeader - len(header)
+		copy(b[start:], header)
+		_, err = fw.w.Write(b[start:])
+	}
 	fw.keep(b)
 	return err
 }

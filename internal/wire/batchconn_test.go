@@ -22,7 +22,7 @@ func TestWriteEncodedFrames(t *testing.T) {
 	for i, n := range []int{0, 1, 127, 128, 300, 16383, 16384, 70000} {
 		f := frame{id: uint64(1) << (i * 9), kind: byte(i), payload: bytes.Repeat([]byte{byte(i + 1)}, n)}
 		want = append(want, f)
-		if err := fw.WriteEncoded(f.id, f.kind, func(b []byte) []byte { return append(b, f.payload...) }); err != nil {
+		if err := fw.WriteEncoded(f.id, f.kind, func(b []byte) ([]byte, error) { return append(b, f.payload...), nil }); err != nil {
 			t.Fatal(err)
 		}
 		if err := fw.Write(f.id+1, wire.FrameCancel, nil); err != nil {
