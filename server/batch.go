@@ -74,10 +74,14 @@ func (s *Server) doBatch(ctx context.Context, ops []lease.Op) ([]lease.Result, e
 
 // batchResponse answers a Batch call: out holds the answers of the ops
 // refused before they were applied, and ops, applied with results res,
-// are the call's ops idx.
+// are the call's ops idx (nil: all of them, in order).
 func (s *Server) batchResponse(ops []lease.Op, res []lease.Result, idx []int, out []*tenurev1.BatchResult) *tenurev1.BatchResponse {
 	for j, r := range res {
-		out[idx[j]] = s.batchResult(ops[j], r)
+		i := j
+		if idx != nil {
+			i = idx[j]
+		}
+		out[i] = s.batchResult(ops[j], r)
 	}
 	return &tenurev1.BatchResponse{Results: out}
 }

@@ -280,12 +280,13 @@ func (c *batchConn) call(id uint64, kind byte, payload []byte) {
 }
 
 // renewals serves payload, a BatchRequest, without decoding it into
-// messages (see decodeRenewals) when every op of it is a renewal, this
-// node leads, and nobody is authenticated (each op then needs no
+// messages (see decodeRenewals) when every op of it is a valid renewal,
+// this node leads, and nobody is authenticated (each op then needs no
 // permission check, which goes by the request's message); ok is false
-// otherwise, and nothing was served. When ok, it has answered call id
-// unless err is set: when every op was valid and none failed as a whole,
-// encoding the answer without messages too (appendRenewalAnswers).
+// otherwise, and nothing was served (the usual path answers the rest,
+// invalid ops included). When ok, it has answered call id unless err is
+// set; when no op failed as a whole, encoding the answer without
+// messages too (appendRenewalAnswers).
 func (c *batchConn) renewals(id uint64, payload []byte) (ok bool, err error) {
 	if c.s.auth.enabled() || !c.s.node.IsLeader() {
 		return false, nil
@@ -295,31 +296,25 @@ func (c *batchConn) renewals(id uint64, payload []byte) (ok bool, err error) {
 		return false, nil
 	}
 	limits := c.s.node.Limits()
-	out := make([]*tenurev1.BatchResult, len(ops))
-	idx := make([]int, 0, len(ops))
-	valid := ops[:0]
-	for i, op := range ops {
-		if err := limits.Validate(op); err != nil {
-			out[i] = batchError(invalid(err))
-			continue
+	for _, op := range ops {
+		if limits.Validate(op) != nil {
+			return false, nil
 		}
-		valid = append(valid, op)
-		idx = append(idx, i)
 	}
-	results, err := c.s.doBatch(c.ctx, valid)
+	results, err := c.s.doBatch(c.ctx, ops)
 	if err != nil {
 		return true, err
 	}
-	if len(valid) == len(ops) && !slices.ContainsFunc(results, func(r lease.Result) bool { return r.Err != nil }) {
-		err = c.w.WriteEncoded(id, wire.FrameBatch, func(b []byte) ([]byte, error) {
-			return c.s.appendRenewalAnswers(b, results), nil
-		})
-		if err != nil {
-			c.conn.Close()
-		}
+	if slices.ContainsFunc(results, func(r lease.Result) bool { return r.Err != nil }) {
+		c.write(id, wire.FrameBatch, c.s.batchResponse(ops, results, nil, make([]*tenurev1.BatchResult, len(ops))))
 		return true, nil
 	}
-	c.write(id, wire.FrameBatch, c.s.batchResponse(valid, results, idx, out))
+	err = c.w.WriteEncoded(id, wire.FrameBatch, func(b []byte) ([]byte, error) {
+		return c.s.appendRenewalAnswers(b, results), nil
+	})
+	if err != nil {
+		c.conn.Close()
+	}
 	return true, nil
 }
 

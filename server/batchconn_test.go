@@ -164,6 +164,20 @@ func TestBatchConnServesCalls(t *testing.T) {
 			t.Errorf("%s: a renewal of another token: %v; want %s", m.ID, rr, lease.ReasonStaleToken)
 		}
 
+		// An invalid renewal beside a valid one: refused alone, as the
+		// Batch method refuses it.
+		bc.send(12, wire.FrameBatch, &tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{
+			{Op: &tenurev1.BatchOp_Renew{Renew: &tenurev1.RenewRequest{Leases: []*tenurev1.LeaseRef{{Name: "", Token: token}}}}},
+			{Op: &tenurev1.BatchOp_Renew{Renew: &tenurev1.RenewRequest{Leases: []*tenurev1.LeaseRef{{Name: name, Token: token}}}}}}})
+		id, msg, err = bc.next()
+		if err != nil || id != 12 {
+			t.Fatalf("%s: renewals with an invalid one: call %d, %v", m.ID, id, err)
+		}
+		r = msg.(*tenurev1.BatchResponse).GetResults()
+		if len(r) != 2 || !errors.Is(batchErr(r[0]), lease.ErrInvalid) || r[1].GetRenew().GetResults()[0].GetLease().GetToken() != token {
+			t.Errorf("%s: renewals with an invalid one: %v; want invalid, then token %d renewed", m.ID, r, token)
+		}
+
 		// Two waiters queue behind the holder; the first is cancelled.
 		bc.send(2, wire.FrameAcquire, waitingAcquire(name, "w1"))
 		testcluster.WaitWaiters(t, ctx, c.Leader(), name, 1)
