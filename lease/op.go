@@ -257,6 +257,9 @@ func checkText(field, s string, max int) error {
 	if len(s) > max {
 		return invalidf("%s is %d bytes, more than the limit of %d", field, len(s), max)
 	}
+	if printableASCII(s) {
+		return nil
+	}
 	if !utf8.ValidString(s) {
 		return invalidf("%s is not valid UTF-8", field)
 	}
@@ -266,6 +269,18 @@ func checkText(field, s string, max int) error {
 		}
 	}
 	return nil
+}
+
+// printableASCII reports whether s is made only of the printable ASCII
+// characters, space to tilde, all of which unicode.IsPrint accepts: most
+// names, holders and session IDs, checked without decoding runes.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 func (l Limits) checkTTL(ttl time.Duration) error {
