@@ -32,19 +32,14 @@ import (
 // trim, or the trim has applied and the renewal finds no grant. memory.mu
 // is taken under fsm.mu (here and in onApply), never the other way.
 
-// grantKey names one grant.
-type grantKey struct {
-	name  string
-	token uint64
-}
-
 // memory is what a leader term promised the holders of grants.
 type memory struct {
 	mu sync.Mutex
 	// promised is the latest expiry promised each grant this term, in
-	// cluster time; trimming marks grants whose OpTrim is in flight.
-	promised map[grantKey]time.Duration
-	trimming map[grantKey]bool
+	// cluster time; trimming marks grants whose OpTrim is in flight. A
+	// grant is known by its token alone: no two grants share one.
+	promised map[uint64]time.Duration
+	trimming map[uint64]bool
 	// due has at least one entry per promised grant, no later than its
 	// promise (a promise that moves later moves its entry when it comes
 	// up, as the state's expiry heap does).
@@ -52,20 +47,21 @@ type memory struct {
 }
 
 func newMemory() *memory {
-	return &memory{promised: make(map[grantKey]time.Duration), trimming: make(map[grantKey]bool)}
+	return &memory{promised: make(map[uint64]time.Duration), trimming: make(map[uint64]bool)}
 }
 
-// promise records that grant k was promised until at, and reports
-// whether that moved the earliest due time (the expirer must look again).
-func (m *memory) promise(k grantKey, at time.Duration) (earlier bool) {
-	old, ok := m.promised[k]
+// promise records that the grant of name and token was promised until
+// at, and reports whether that moved the earliest due time (the expirer
+// must look again).
+func (m *memory) promise(name string, token uint64, at time.Duration) (earlier bool) {
+	old, ok := m.promised[token]
 	if ok && old >= at {
 		return false
 	}
-	m.promised[k] = at
+	m.promised[token] = at
 	if !ok {
 		earlier = m.due.Len() == 0 || at < m.due[0].at
-		heap.Push(&m.due, due{at: at, key: k})
+		heap.Push(&m.due, due{at: at, name: name, token: token})
 	}
 	return earlier
 }
@@ -77,14 +73,14 @@ func (m *memory) promiseAll(results []lease.Result) (earlier, ok bool) {
 	defer m.mu.Unlock()
 	for _, r := range results {
 		for _, rr := range r.Renewed {
-			if m.trimming[grantKey{rr.Ref.Name, rr.Ref.Token}] {
+			if m.trimming[rr.Ref.Token] {
 				return false, false
 			}
 		}
 	}
 	for _, r := range results {
 		for _, rr := range r.Renewed {
-			earlier = m.promise(grantKey{rr.Ref.Name, rr.Ref.Token}, rr.Lease.Promised) || earlier
+			earlier = m.promise(rr.Ref.Name, rr.Ref.Token, rr.Lease.Promised) || earlier
 		}
 	}
 	return earlier, true
@@ -96,14 +92,14 @@ func (m *memory) next() (time.Duration, bool) {
 	defer m.mu.Unlock()
 	for m.due.Len() > 0 {
 		top := m.due[0]
-		at, ok := m.promised[top.key]
+		at, ok := m.promised[top.token]
 		switch {
 		case !ok:
 			heap.Pop(&m.due)
 		case at != top.at:
 			m.due[0].at = at
 			heap.Fix(&m.due, 0)
-		case m.trimming[top.key]:
+		case m.trimming[top.token]:
 			// Its trim is in flight; whatever it decides, the
 			// trim's end re-pushes or forgets it.
 			heap.Pop(&m.due)
@@ -122,16 +118,17 @@ func (m *memory) takeDue(now time.Duration) []lease.Op {
 	var ops []lease.Op
 	for m.due.Len() > 0 && m.due[0].at <= now {
 		top := heap.Pop(&m.due).(due)
-		at, ok := m.promised[top.key]
-		if !ok || m.trimming[top.key] {
+		at, ok := m.promised[top.token]
+		if !ok || m.trimming[top.token] {
 			continue
 		}
 		if at != top.at {
-			heap.Push(&m.due, due{at: at, key: top.key})
+			top.at = at
+			heap.Push(&m.due, top)
 			continue
 		}
-		m.trimming[top.key] = true
-		ops = append(ops, lease.Op{Type: lease.OpTrim, Name: top.key.name, Token: top.key.token, At: at})
+		m.trimming[top.token] = true
+		ops = append(ops, lease.Op{Type: lease.OpTrim, Name: top.name, Token: top.token, At: at})
 	}
 	return ops
 }
@@ -144,19 +141,19 @@ func (m *memory) trimmed(ops []lease.Op, failed bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, op := range ops {
-		k := grantKey{op.Name, op.Token}
-		delete(m.trimming, k)
-		if at := m.promised[k]; at <= op.At && !failed {
-			delete(m.promised, k)
+		delete(m.trimming, op.Token)
+		if at := m.promised[op.Token]; at <= op.At && !failed {
+			delete(m.promised, op.Token)
 		} else {
-			heap.Push(&m.due, due{at: at, key: k})
+			heap.Push(&m.due, due{at: at, name: op.Name, token: op.Token})
 		}
 	}
 }
 
 type due struct {
-	at  time.Duration
-	key grantKey
+	at    time.Duration
+	name  string
+	token uint64
 }
 
 type dueHeap []due
@@ -187,12 +184,22 @@ func onlyRenewals(ops []lease.Op) bool {
 // false if any has not: the caller proposes them.
 func (n *Node) renewFromMemory(ctx context.Context, t *leaderTerm, ops []lease.Op) (res []lease.Result, ok bool, err error) {
 	now := n.clusterNow(t)
-	res = make([]lease.Result, len(ops))
-	refs := 0
-	for _, op := range ops {
-		refs += len(op.Refs)
+	var renewed []lease.RenewResult
+	if len(ops) == 1 && len(ops[0].Refs) == 1 {
+		// A session renewing its one lease, most calls: one allocation.
+		one := new(struct {
+			res     [1]lease.Result
+			renewed [1]lease.RenewResult
+		})
+		res, renewed = one.res[:], one.renewed[:]
+	} else {
+		res = make([]lease.Result, len(ops))
+		refs := 0
+		for _, op := range ops {
+			refs += len(op.Refs)
+		}
+		renewed = make([]lease.RenewResult, refs)
 	}
-	renewed := make([]lease.RenewResult, refs)
 	// The write lock: the renewals are noted in the activity log, for
 	// the dashboard.
 	n.fsm.mu.Lock()
@@ -246,12 +253,12 @@ func (n *Node) notePromises(t *leaderTerm, ops []lease.Op, results []lease.Resul
 		switch ops[i].Type {
 		case lease.OpAcquire:
 			if r.Err == nil && r.Lease.Promised != 0 {
-				kick = m.promise(grantKey{r.Lease.Name, r.Lease.Token}, r.Lease.Promised) || kick
+				kick = m.promise(r.Lease.Name, r.Lease.Token, r.Lease.Promised) || kick
 			}
 		case lease.OpRenew:
 			for _, rr := range r.Renewed {
 				if rr.Err == nil && rr.Lease.Promised != 0 {
-					kick = m.promise(grantKey{rr.Lease.Name, rr.Lease.Token}, rr.Lease.Promised) || kick
+					kick = m.promise(rr.Lease.Name, rr.Lease.Token, rr.Lease.Promised) || kick
 				}
 			}
 		}
@@ -275,7 +282,7 @@ func (m *memory) show(ops []lease.Op, results []lease.Result) {
 		return
 	}
 	later := func(l *lease.Lease) bool {
-		at, ok := m.promised[grantKey{l.Name, l.Token}]
+		at, ok := m.promised[l.Token]
 		if !ok || at <= l.Promise() || at > l.ExpiresAt {
 			return false
 		}
@@ -299,7 +306,7 @@ func (m *memory) show(ops []lease.Op, results []lease.Result) {
 			}
 		case lease.OpAcquire:
 			if held, ok := errors.AsType[*lease.HeldError](r.Err); ok && !held.LockDelay {
-				at, ok := m.promised[grantKey{held.Name, held.Token}]
+				at, ok := m.promised[held.Token]
 				if ok && at-r.Now > held.Remaining {
 					h := *held
 					h.Remaining = at - r.Now
@@ -323,10 +330,10 @@ func (n *Node) noteGrants(events []lease.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range events {
-		k := grantKey{e.Lease.Name, e.Lease.Token}
+		k := e.Lease.Token
 		switch {
 		case e.Type == lease.EventGranted && e.Lease.Promised != 0:
-			m.promise(k, e.Lease.Promised)
+			m.promise(e.Lease.Name, k, e.Lease.Promised)
 		case e.Type != lease.EventGranted && !m.trimming[k]:
 			// Its entry in due goes when it comes up.
 			delete(m.promised, k)
