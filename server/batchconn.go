@@ -116,7 +116,8 @@ type batchConn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	w *wire.FrameWriter
+	w    *wire.FrameWriter
+	strs recentStrings // of renewals decoded (by the reader)
 
 	mu     sync.Mutex
 	busy   bool                          // a call is served by the reader
@@ -291,7 +292,7 @@ func (c *batchConn) renewals(id uint64, payload []byte) (ok bool, err error) {
 	if c.s.auth.enabled() || !c.s.node.IsLeader() {
 		return false, nil
 	}
-	ops, ok := decodeRenewals(payload, "")
+	ops, ok := decodeRenewals(payload, "", &c.strs)
 	if !ok {
 		return false, nil
 	}

@@ -18,13 +18,15 @@ import (
 // its lease every few seconds sends nothing else: this spares the
 // server the messages, the reflection that fills them and the garbage.
 // principal goes into every op (renewOp takes it from the context).
+// Strings come from rs, which returns the ones it made before for the
+// same bytes (nil: new strings).
 //
 // The fields read here are those of tenure.proto: BatchRequest.ops = 1,
 // BatchOp.renew = 2, RenewRequest.leases = 1 and request_id = 2,
 // LeaseRef.name = 1, token = 2 and ttl = 3, Duration.seconds = 1 and
 // nanos = 2, RequestID.session = 1, seq = 2 and floor = 3.
 // TestDecodeRenewalsAsMessagesDo holds it to proto.Unmarshal.
-func decodeRenewals(b []byte, principal string) (ops []lease.Op, ok bool) {
+func decodeRenewals(b []byte, principal string, rs *recentStrings) (ops []lease.Op, ok bool) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || num != 1 || typ != protowire.BytesType {
@@ -45,7 +47,7 @@ func decodeRenewals(b []byte, principal string) (ops []lease.Op, ok bool) {
 		if n2 < 0 || n+n2 != len(m) {
 			return nil, false
 		}
-		op, ok := decodeRenew(r, principal)
+		op, ok := decodeRenew(r, principal, rs)
 		if !ok || len(ops) == MaxBatchOps {
 			return nil, false
 		}
@@ -55,7 +57,7 @@ func decodeRenewals(b []byte, principal string) (ops []lease.Op, ok bool) {
 }
 
 // decodeRenew reads a RenewRequest into the op renewOp makes of it.
-func decodeRenew(b []byte, principal string) (lease.Op, bool) {
+func decodeRenew(b []byte, principal string, rs *recentStrings) (lease.Op, bool) {
 	op := lease.Op{Type: lease.OpRenew, Principal: principal}
 	seenID := false
 	for len(b) > 0 {
@@ -71,14 +73,14 @@ func decodeRenew(b []byte, principal string) (lease.Op, bool) {
 		b = b[n:]
 		switch {
 		case num == 1:
-			ref, ok := decodeRef(m)
+			ref, ok := decodeRef(m, rs)
 			if !ok {
 				return lease.Op{}, false
 			}
 			op.Refs = append(op.Refs, ref)
 		case num == 2 && !seenID:
 			seenID = true
-			session, seq, floor, ok := decodeRequestID(m)
+			session, seq, floor, ok := decodeRequestID(m, rs)
 			if !ok {
 				return lease.Op{}, false
 			}
@@ -96,7 +98,7 @@ func decodeRenew(b []byte, principal string) (lease.Op, bool) {
 }
 
 // decodeRef reads a LeaseRef.
-func decodeRef(b []byte) (lease.Ref, bool) {
+func decodeRef(b []byte, rs *recentStrings) (lease.Ref, bool) {
 	var (
 		ref  lease.Ref
 		seen [4]bool
@@ -110,7 +112,7 @@ func decodeRef(b []byte) (lease.Ref, bool) {
 		b = b[n:]
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			s, n := consumeString(b)
+			s, n := consumeString(b, rs)
 			if n < 0 {
 				return lease.Ref{}, false
 			}
@@ -165,7 +167,7 @@ func decodeDuration(b []byte) (d time.Duration, ok bool) {
 }
 
 // decodeRequestID reads a RequestID.
-func decodeRequestID(b []byte) (session string, seq, floor uint64, ok bool) {
+func decodeRequestID(b []byte, rs *recentStrings) (session string, seq, floor uint64, ok bool) {
 	var seen [4]bool
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -176,7 +178,7 @@ func decodeRequestID(b []byte) (session string, seq, floor uint64, ok bool) {
 		b = b[n:]
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			s, n := consumeString(b)
+			s, n := consumeString(b, rs)
 			if n < 0 {
 				return "", 0, 0, false
 			}
@@ -201,12 +203,38 @@ func decodeRequestID(b []byte) (session string, seq, floor uint64, ok bool) {
 
 // consumeString reads a string field's value: n is negative if it is
 // cut short or not UTF-8 (which proto.Unmarshal refuses).
-func consumeString(b []byte) (string, int) {
+func consumeString(b []byte, rs *recentStrings) (string, int) {
 	s, n := protowire.ConsumeBytes(b)
 	if n < 0 || !utf8.Valid(s) {
 		return "", -1
 	}
-	return string(s), n
+	return rs.get(s), n
+}
+
+// recentStrings keeps the last strings a connection's renewals were
+// decoded into. A member renews the same leases in the same client
+// session call after call: their names and the session's ID are the
+// strings of its last call, and need no new allocation.
+type recentStrings struct {
+	last [4]string
+	next int
+}
+
+// get returns b as a string: one of rs's if it holds it (or a new one if
+// rs is nil).
+func (rs *recentStrings) get(b []byte) string {
+	if rs == nil {
+		return string(b)
+	}
+	for _, s := range rs.last {
+		if s == string(b) {
+			return s
+		}
+	}
+	s := string(b)
+	rs.last[rs.next] = s
+	rs.next = (rs.next + 1) % len(rs.last)
+	return s
 }
 
 // appendRenewalAnswers appends to b the encoded BatchResponse that

@@ -52,16 +52,23 @@ func renewBatch(t *rapid.T) *tenurev1.BatchRequest {
 }
 
 // The ops decodeRenewals reads off the wire are those the usual path
-// makes (proto.Unmarshal, then renewOp), for any batch of renewals.
+// makes (proto.Unmarshal, then renewOp), for any batch of renewals, also
+// when the strings come from those of the batches decoded before it (as
+// on a connection), or from none.
 func TestDecodeRenewalsAsMessagesDo(t *testing.T) {
 	ctx := context.WithValue(context.Background(), identityKey{}, identity{principal: "p"})
+	conn := new(recentStrings)
 	rapid.Check(t, func(t *rapid.T) {
 		req := renewBatch(t)
 		b, err := proto.MarshalOptions{Deterministic: rapid.Bool().Draw(t, "deterministic")}.Marshal(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := decodeRenewals(b, "p")
+		rs := conn
+		if rapid.Bool().Draw(t, "no recent strings") {
+			rs = nil
+		}
+		got, ok := decodeRenewals(b, "p", rs)
 		if !ok {
 			t.Fatalf("not decoded: %v", req)
 		}
@@ -89,7 +96,7 @@ func TestDecodeRenewalsLeavesTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := decodeRenewals(plain, ""); !ok {
+	if _, ok := decodeRenewals(plain, "", nil); !ok {
 		t.Fatal("a plain renewal was not decoded")
 	}
 	acquire, _ := proto.Marshal(&tenurev1.BatchRequest{Ops: []*tenurev1.BatchOp{renew,
@@ -116,7 +123,7 @@ func TestDecodeRenewalsLeavesTheRest(t *testing.T) {
 		"cut short":           plain[:len(plain)-1],
 		"too many ops":        tooMany,
 	} {
-		if ops, ok := decodeRenewals(b, ""); ok {
+		if ops, ok := decodeRenewals(b, "", nil); ok {
 			t.Errorf("%s: decoded as %+v; want it left to proto.Unmarshal", name, ops)
 		}
 	}
