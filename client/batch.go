@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/proto"
 
 	tenurev1 "github.com/tenure-io/tenure/gen/tenure/v1"
 	"github.com/tenure-io/tenure/internal/wire"
@@ -110,7 +109,7 @@ func (b *batcher) newFlight(calls []*batchCall) *flight {
 // still queued (it is then never sent), else with a Connect error for
 // ctx's end (op may still be applied).
 func (b *batcher) do(ctx context.Context, op *tenurev1.BatchOp) (*tenurev1.BatchResult, error) {
-	call := &batchCall{op: op, size: proto.Size(op), done: make(chan struct{})}
+	call := &batchCall{op: op, size: wire.Size(op), done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, call)
 	if b.queued != nil {

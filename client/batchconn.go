@@ -200,13 +200,13 @@ func (d *connDialer) call(ctx context.Context, kind byte, req, res proto.Message
 	}
 	switch f.kind {
 	case kind:
-		if err := proto.Unmarshal(f.payload, res); err != nil {
+		if err := wire.UnmarshalAnswer(f.payload, res); err != nil {
 			return connect.NewError(connect.CodeInternal, fmt.Errorf("client: batch connection answer: %w", err))
 		}
 		return nil
 	case wire.FrameError:
 		be := new(tenurev1.BatchError)
-		if err := proto.Unmarshal(f.payload, be); err != nil {
+		if err := wire.UnmarshalAnswer(f.payload, be); err != nil {
 			return connect.NewError(connect.CodeInternal, fmt.Errorf("client: batch connection answer: %w", err))
 		}
 		return wire.FromBatchError(be)

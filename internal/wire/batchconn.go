@@ -117,7 +117,7 @@ func (fw *FrameWriter) Write(id uint64, kind byte, msg proto.Message) error {
 		if msg == nil {
 			return b, nil
 		}
-		return proto.MarshalOptions{}.MarshalAppend(b, msg)
+		return AppendMarshal(b, msg)
 	})
 }
 
