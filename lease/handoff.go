@@ -104,7 +104,7 @@ func (a *applier) handoff(op Op) Result {
 		a.s.queues[op.Name] = q
 	}
 	a.setSlots(op.Name, nil)
-	a.events = append(a.events, Event{Type: EventReleased, Lease: *l, At: a.now, Reason: HandedOff})
+	a.event(Event{Type: EventReleased, Lease: *l, At: a.now, Reason: HandedOff})
 	a.closed(l, EndingHandedOff, "")
 	next := a.grant(op.Name, w.Holder, w.TTL, w.Limit, w.Principal, w.LockDelay, w.Shared, w.Priority)
 	a.granted(w, next)

@@ -340,6 +340,7 @@ func (s *State) Apply(b Batch) ([]Result, []Event) {
 	a := applier{s: s, now: s.now, wall: b.Wall, headroom: b.Headroom}
 	results := make([]Result, len(b.Ops))
 	for i, op := range b.Ops {
+		a.left = len(b.Ops) - i
 		results[i] = a.apply(op)
 		if !results[i].Remembered {
 			results[i].Now = s.now
@@ -355,14 +356,25 @@ type applier struct {
 	// headroom is the batch's Headroom (see memory.go).
 	headroom time.Duration
 	events   []Event
+	left     int // the batch's ops not yet applied, this one included
+}
+
+// event adds e to the batch's events. The first makes room for one per
+// op left: a grant or a release emits one, and most batches are made of
+// them.
+func (a *applier) event(e Event) {
+	if a.events == nil {
+		a.events = make([]Event, 0, max(a.left, 1))
+	}
+	a.events = append(a.events, e)
 }
 
 func (a *applier) emit(t EventType, l Lease) {
-	a.events = append(a.events, Event{Type: t, Lease: l, At: a.now})
+	a.event(Event{Type: t, Lease: l, At: a.now})
 }
 
 func (a *applier) emitRevoked(l Lease, reason string) {
-	a.events = append(a.events, Event{Type: EventRevoked, Lease: l, At: a.now, Reason: reason})
+	a.event(Event{Type: EventRevoked, Lease: l, At: a.now, Reason: reason})
 }
 
 func (a *applier) apply(op Op) Result {
