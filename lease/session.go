@@ -68,7 +68,84 @@ type session struct {
 	id        string
 	floor     uint64
 	lastUsed  time.Duration
-	results   map[uint64]Result // by seq; every seq >= floor
+	results   seqResults // every seq >= floor
+}
+
+// seqResults are a session's results by seq. A map of Results would
+// store each value in an allocation of its own (Go does so for values
+// over 128 bytes), one per op applied; the map here holds the index of
+// the result in a slab whose slots are reused as results are dropped.
+type seqResults struct {
+	idx  map[uint64]int32
+	slab []Result
+	free []int32
+}
+
+func newSeqResults(n int) seqResults {
+	return seqResults{idx: make(map[uint64]int32, n)}
+}
+
+func (rs *seqResults) len() int { return len(rs.idx) }
+
+// get returns the result of seq, if there is one.
+func (rs *seqResults) get(seq uint64) (Result, bool) {
+	i, ok := rs.idx[seq]
+	if !ok {
+		return Result{}, false
+	}
+	return rs.slab[i], true
+}
+
+func (rs *seqResults) has(seq uint64) bool {
+	_, ok := rs.idx[seq]
+	return ok
+}
+
+// set makes r the result of seq.
+func (rs *seqResults) set(seq uint64, r Result) {
+	if i, ok := rs.idx[seq]; ok {
+		rs.slab[i] = r
+		return
+	}
+	var i int32
+	if n := len(rs.free); n > 0 {
+		i, rs.free = rs.free[n-1], rs.free[:n-1]
+		rs.slab[i] = r
+	} else {
+		i = int32(len(rs.slab))
+		rs.slab = append(rs.slab, r)
+	}
+	rs.idx[seq] = i
+}
+
+// drop forgets the result of seq, if there is one.
+func (rs *seqResults) drop(seq uint64) {
+	i, ok := rs.idx[seq]
+	if !ok {
+		return
+	}
+	delete(rs.idx, seq)
+	if len(rs.idx) == 0 {
+		// Start over: a slab that grew large for a burst goes.
+		if cap(rs.slab) > 64 {
+			rs.slab, rs.free = nil, nil
+		} else {
+			clear(rs.slab)
+			rs.slab, rs.free = rs.slab[:0], rs.free[:0]
+		}
+		return
+	}
+	rs.slab[i] = Result{} // let go of what it refers to
+	rs.free = append(rs.free, i)
+}
+
+// all yields the seqs and results, in no order.
+func (rs *seqResults) all(yield func(uint64, Result) bool) {
+	for seq, i := range rs.idx {
+		if !yield(seq, rs.slab[i]) {
+			return
+		}
+	}
 }
 
 // sessionKey keys the sessions by principal too, so a session ID seen by
@@ -120,7 +197,7 @@ func (a *applier) session(op Op) *session {
 	if ss == nil {
 		a.s.sweepSessions(a.now)
 	}
-	ss = &session{principal: op.Principal, id: op.Session, results: make(map[uint64]Result)}
+	ss = &session{principal: op.Principal, id: op.Session, results: newSeqResults(0)}
 	a.s.sessions[key] = ss
 	return ss
 }
@@ -148,13 +225,13 @@ func (a *applier) applySession(op Op) Result {
 	if op.Seq < ss.floor {
 		return Result{Err: fmt.Errorf("%w: seq %d, floor %d", ErrNotApplied, op.Seq, ss.floor)}
 	}
-	if r, ok := ss.results[op.Seq]; ok && !r.Queued {
+	if r, ok := ss.results.get(op.Seq); ok && !r.Queued {
 		r.Remembered = true
 		return r
 	}
 	r := a.applyOp(op)
 	r.Now = a.now
-	if _, ok := ss.results[op.Seq]; !ok && len(ss.results) >= MaxSessionResults {
+	if !ss.results.has(op.Seq) && ss.results.len() >= MaxSessionResults {
 		ss.shed()
 		if op.Seq < ss.floor {
 			// Among the oldest: remember nothing of it. It took effect,
@@ -165,7 +242,7 @@ func (a *applier) applySession(op Op) Result {
 	if op.Wait && r.Queued {
 		a.s.tagWaiter(op)
 	}
-	ss.results[op.Seq] = r
+	ss.results.set(op.Seq, r)
 	return r
 }
 
@@ -176,14 +253,14 @@ func (ss *session) raiseFloor(f uint64) {
 	if f <= ss.floor {
 		return
 	}
-	if f-ss.floor <= uint64(len(ss.results)) {
+	if f-ss.floor <= uint64(ss.results.len()) {
 		for seq := ss.floor; seq < f; seq++ {
-			delete(ss.results, seq)
+			ss.results.drop(seq)
 		}
 	} else {
-		for seq := range ss.results {
+		for seq := range ss.results.all {
 			if seq < f {
-				delete(ss.results, seq)
+				ss.results.drop(seq)
 			}
 		}
 	}
@@ -193,8 +270,8 @@ func (ss *session) raiseFloor(f uint64) {
 // shed drops the lower half of the results of a session at its cap and
 // raises the floor above them.
 func (ss *session) shed() {
-	seqs := make([]uint64, 0, len(ss.results))
-	for seq := range ss.results {
+	seqs := make([]uint64, 0, ss.results.len())
+	for seq := range ss.results.all {
 		seqs = append(seqs, seq)
 	}
 	slices.Sort(seqs)
@@ -223,8 +300,8 @@ func (a *applier) granted(w waiter, l *Lease) {
 	if ss == nil || a.now-ss.lastUsed >= SessionTTL || w.Seq < ss.floor {
 		return
 	}
-	if r, ok := ss.results[w.Seq]; ok && r.Queued {
-		ss.results[w.Seq] = Result{Lease: *l, Now: a.now}
+	if r, ok := ss.results.get(w.Seq); ok && r.Queued {
+		ss.results.set(w.Seq, Result{Lease: *l, Now: a.now})
 	}
 }
 
@@ -286,8 +363,8 @@ func (s *State) captureSessions(now time.Duration) []snapshotSession {
 			continue
 		}
 		c := snapshotSession{ID: ss.id, Principal: ss.principal, Floor: ss.floor, LastUsed: ss.lastUsed,
-			Results: make([]snapshotResult, 0, len(ss.results))}
-		for seq, r := range ss.results {
+			Results: make([]snapshotResult, 0, ss.results.len())}
+		for seq, r := range ss.results.all {
 			c.Results = append(c.Results, resultToSnapshot(seq, r))
 		}
 		slices.SortFunc(c.Results, func(x, y snapshotResult) int {
@@ -436,7 +513,7 @@ func (s *State) restoreSessions(in []snapshotSession) error {
 			return errors.New("lease: snapshot has a session without an ID")
 		}
 		ss := &session{principal: c.Principal, id: c.ID, floor: c.Floor, lastUsed: c.LastUsed,
-			results: make(map[uint64]Result, len(c.Results))}
+			results: newSeqResults(len(c.Results))}
 		for _, sr := range c.Results {
 			if sr.Seq < c.Floor {
 				return fmt.Errorf("lease: snapshot has a result of session %q below its floor", c.ID)
@@ -445,7 +522,7 @@ func (s *State) restoreSessions(in []snapshotSession) error {
 			if err != nil {
 				return err
 			}
-			ss.results[sr.Seq] = r
+			ss.results.set(sr.Seq, r)
 		}
 		s.sessions[sessionKey{c.Principal, c.ID}] = ss
 	}

@@ -182,7 +182,7 @@ func TestSessionMemoryBounded(t *testing.T) {
 		apply1(t, s, sec, in("s", seq, 1, renew(Ref{Name: "a", Token: l.Token})))
 	}
 	ss := s.sessions[sessionKey{"", "s"}]
-	if n := len(ss.results); n > MaxSessionResults {
+	if n := ss.results.len(); n > MaxSessionResults {
 		t.Fatalf("%d results kept, cap %d", n, MaxSessionResults)
 	}
 	// Past the cap the oldest are forgotten: a retry of one is refused.
@@ -196,7 +196,7 @@ func TestSessionMemoryBounded(t *testing.T) {
 
 	// A raised floor drops what is below it.
 	apply1(t, s, sec, in("s", 5*MaxSessionResults+1, 5*MaxSessionResults+1, renew(Ref{Name: "a", Token: l.Token})))
-	if n := len(ss.results); n != 1 {
+	if n := ss.results.len(); n != 1 {
 		t.Fatalf("%d results kept above the floor, want 1", n)
 	}
 
@@ -424,4 +424,46 @@ func mustGrantB(b *testing.B, s *State) Lease {
 		b.Fatal(res[0].Err)
 	}
 	return res[0].Lease
+}
+
+// seqResults keeps what a map of results by seq would, through any
+// sequence of sets and drops, reusing its slots.
+func TestSeqResultsAsAMapDoes(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		rs := newSeqResults(rapid.IntRange(0, 4).Draw(t, "hint"))
+		want := map[uint64]Result{}
+		seq := rapid.Uint64Range(0, 40)
+		for range rapid.IntRange(0, 200).Draw(t, "steps") {
+			switch s := seq.Draw(t, "seq"); rapid.IntRange(0, 2).Draw(t, "op") {
+			case 0:
+				r := Result{Revision: rapid.Uint64().Draw(t, "revision"), Lease: Lease{Name: "n"}}
+				rs.set(s, r)
+				want[s] = r
+			case 1:
+				rs.drop(s)
+				delete(want, s)
+			case 2:
+				got, ok := rs.get(s)
+				w, wok := want[s]
+				if ok != wok || !reflect.DeepEqual(got, w) {
+					t.Fatalf("get(%d) = %v, %v; want %v, %v", s, got, ok, w, wok)
+				}
+			}
+			if rs.len() != len(want) || len(rs.slab) != len(want)+len(rs.free) {
+				t.Fatalf("%d results in a slab of %d with %d free; want %d", rs.len(), len(rs.slab), len(rs.free), len(want))
+			}
+		}
+		got := map[uint64]Result{}
+		for s, r := range rs.all {
+			got[s] = r
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("all yields %v, want %v", got, want)
+		}
+		for _, i := range rs.free {
+			if !reflect.DeepEqual(rs.slab[i], Result{}) {
+				t.Fatalf("free slot %d still holds %v", i, rs.slab[i])
+			}
+		}
+	})
 }
