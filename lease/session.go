@@ -125,18 +125,16 @@ func (rs *seqResults) drop(seq uint64) {
 		return
 	}
 	delete(rs.idx, seq)
-	if len(rs.idx) == 0 {
-		// Start over: a slab that grew large for a burst goes.
-		if cap(rs.slab) > 64 {
-			rs.slab, rs.free = nil, nil
-		} else {
-			clear(rs.slab)
-			rs.slab, rs.free = rs.slab[:0], rs.free[:0]
-		}
-		return
-	}
 	rs.slab[i] = Result{} // let go of what it refers to
 	rs.free = append(rs.free, i)
+	if len(rs.idx) == 0 {
+		// Every slot is free and zero: start over, and let a slab
+		// that grew for a burst go.
+		rs.slab, rs.free = rs.slab[:0], rs.free[:0]
+		if cap(rs.slab) > 64 {
+			rs.slab, rs.free = nil, nil
+		}
+	}
 }
 
 // all yields the seqs and results, in no order.
